@@ -1,0 +1,83 @@
+"""The ``sdbench`` command line.
+
+Each ``cmd_*.py`` module in this package adds its commands through
+``register(app)``; they are loaded here, so a new command is one new module.
+Errors caused by input (:class:`sdbench.errors.SdbenchError`) print one line on
+stderr and exit with code 2, without a traceback.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import typer
+
+from .. import __version__
+from ..errors import SdbenchError
+
+app = typer.Typer(
+    name="sdbench",
+    help="Measure and predict SD card and flash storage performance: real media and simulated embedded targets.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"sdbench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", help="Print the version and exit.",
+                                       callback=_version, is_eager=True)) -> None:
+    """sdbench: storage benchmarks for SD cards and flash."""
+
+
+def _load_commands() -> None:
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("cmd_"):
+            mod = importlib.import_module(f"{__name__}.{info.name}")
+            mod.register(app)
+
+
+def fail(message: str) -> "typer.Exit":
+    """Print ``error: message`` on stderr; return an Exit(2) to raise."""
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    _load_commands()
+    try:
+        app(args=argv, prog_name="sdbench", standalone_mode=False)
+    except SdbenchError as e:
+        typer.echo(f"error: {e}", err=True)
+        return 2
+    except typer.Exit as e:
+        return e.exit_code
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        return 130
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        return 130
+    except Exception as e:  # click usage errors
+        import click
+
+        if isinstance(e, click.exceptions.UsageError):
+            e.show()
+            return 2
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            return 2
+        raise
+    return 0
+
+
+def entry() -> None:  # pragma: no cover
+    sys.exit(main())

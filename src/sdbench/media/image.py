@@ -1,0 +1,76 @@
+"""A block device backed by an image file (sparse when created here)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..clock import Clock
+from ..errors import SdbenchError
+from .base import BlockDevice, Geometry
+
+
+class ImageFileDevice(BlockDevice):
+    kind = "image"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        sector_size: int = 512,
+        read_only: bool = False,
+        erase_value: int | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.path = Path(path)
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            raise SdbenchError(f"image file not found: {self.path}") from None
+        if size < sector_size or size % sector_size:
+            raise SdbenchError(f"{self.path}: size {size} B is not a positive multiple of {sector_size}-byte sectors")
+        try:
+            self._fd = os.open(self.path, os.O_RDONLY if read_only else os.O_RDWR)
+        except PermissionError:
+            raise SdbenchError(f"no permission to open {self.path}") from None
+        geometry = Geometry(sector_size=sector_size, sector_count=size // sector_size, erase_value=erase_value)
+        super().__init__(geometry, clock, read_only=read_only)
+
+    @classmethod
+    def create(cls, path: str | os.PathLike[str], size_bytes: int, *, sector_size: int = 512,
+               overwrite: bool = False, **kw: Any) -> "ImageFileDevice":
+        """Create a sparse image of ``size_bytes`` (no data blocks are allocated)."""
+        p = Path(path)
+        if size_bytes <= 0 or size_bytes % sector_size:
+            raise SdbenchError(f"image size {size_bytes} B must be a positive multiple of {sector_size} B")
+        if p.exists() and not overwrite:
+            raise SdbenchError(f"{p} exists already (refusing to overwrite it)")
+        try:
+            with open(p, "wb") as f:
+                f.truncate(size_bytes)
+        except OSError as e:
+            raise SdbenchError(f"cannot create image {p}: {e.strerror}") from None
+        return cls(p, sector_size=sector_size, **kw)
+
+    def _read(self, lba: int, count: int, buf_addr: int) -> bytes:
+        ss = self.geometry.sector_size
+        return os.pread(self._fd, count * ss, lba * ss)
+
+    def _write(self, lba: int, data: bytes, buf_addr: int) -> None:
+        off = lba * self.geometry.sector_size
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(self._fd, view, off)
+            view = view[n:]
+            off += n
+
+    def _sync(self) -> None:
+        os.fsync(self._fd)
+
+    def _close(self) -> None:
+        os.close(self._fd)
+
+    def describe(self) -> dict[str, Any]:
+        d = super().describe()
+        d["path"] = str(self.path)
+        return d

@@ -1,0 +1,77 @@
+"""A sparse in-memory block device: only written chunks take memory.
+
+A 64 GB card image costs nothing until sectors are written; unwritten sectors
+read back as ``fill`` (the erase value, or 0x00).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..clock import Clock
+from .base import BlockDevice, Geometry
+
+CHUNK_BYTES = 64 * 1024  # allocation unit of the sparse store
+
+
+class MemoryDevice(BlockDevice):
+    kind = "memory"
+
+    def __init__(self, geometry: Geometry, clock: Clock | None = None, *, read_only: bool = False) -> None:
+        super().__init__(geometry, clock, read_only=read_only)
+        fill = geometry.erase_value
+        self._fill = 0 if fill is None else fill
+        self._chunks: dict[int, bytearray] = {}
+
+    @classmethod
+    def of_size(cls, size_bytes: int, sector_size: int = 512, **kw: Any) -> "MemoryDevice":
+        return cls(Geometry(sector_size=sector_size, sector_count=size_bytes // sector_size), **kw)
+
+    @property
+    def allocated_bytes(self) -> int:
+        return len(self._chunks) * CHUNK_BYTES
+
+    def read_bytes(self, offset: int, size: int) -> bytes:
+        """Byte-addressed read of the backing store (no stats, no checks)."""
+        out = bytearray()
+        while size > 0:
+            ci, co = divmod(offset, CHUNK_BYTES)
+            n = min(size, CHUNK_BYTES - co)
+            chunk = self._chunks.get(ci)
+            out += chunk[co:co + n] if chunk is not None else bytes([self._fill]) * n
+            offset += n
+            size -= n
+        return bytes(out)
+
+    def write_bytes(self, offset: int, data: bytes) -> None:
+        """Byte-addressed overwrite of the backing store (no stats, no checks)."""
+        pos = 0
+        while pos < len(data):
+            ci, co = divmod(offset + pos, CHUNK_BYTES)
+            n = min(len(data) - pos, CHUNK_BYTES - co)
+            chunk = self._chunks.get(ci)
+            if chunk is None:
+                chunk = self._chunks[ci] = bytearray([self._fill]) * CHUNK_BYTES
+            chunk[co:co + n] = data[pos:pos + n]
+            pos += n
+
+    def _read(self, lba: int, count: int, buf_addr: int) -> bytes:
+        ss = self.geometry.sector_size
+        return self.read_bytes(lba * ss, count * ss)
+
+    def _write(self, lba: int, data: bytes, buf_addr: int) -> None:
+        self.write_bytes(lba * self.geometry.sector_size, data)
+
+    def _erase(self, lba: int, count: int) -> None:
+        ss = self.geometry.sector_size
+        start, end = lba * ss, (lba + count) * ss
+        # drop whole chunks instead of filling them, so erasing a card stays cheap
+        first_whole = -(-start // CHUNK_BYTES)
+        last_whole = end // CHUNK_BYTES
+        for ci in range(first_whole, last_whole):
+            self._chunks.pop(ci, None)
+        head_end = min(end, first_whole * CHUNK_BYTES)
+        if start < head_end:
+            self.write_bytes(start, bytes([self._fill]) * (head_end - start))
+        tail_start = max(start, last_whole * CHUNK_BYTES)
+        if tail_start < end and last_whole >= first_whole:
+            self.write_bytes(tail_start, bytes([self._fill]) * (end - tail_start))

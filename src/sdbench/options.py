@@ -1,0 +1,200 @@
+"""Options are declared once, as dataclass fields with unit, range and help.
+
+TOML loading, validation, ``--set section.field=value`` overrides and the
+reference tables in docs/scenarios.md are all derived from these declarations::
+
+    @dataclass(frozen=True)
+    class BusConfig:
+        clock_hz: int = opt(40_000_000, unit="Hz", min=100_000, help="bus clock")
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from typing import Any, TypeVar
+
+from .errors import ConfigError
+
+T = TypeVar("T")
+
+
+def opt(default: Any = MISSING, *, unit: str = "", help: str = "", min: float | None = None,
+        max: float | None = None, choices: tuple[Any, ...] | None = None, factory: Any = MISSING) -> Any:
+    """A declared option: a dataclass field carrying its unit, range and help."""
+    meta = {"unit": unit, "help": help, "min": min, "max": max, "choices": choices}
+    if factory is not MISSING:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class OptionInfo:
+    name: str
+    type: str
+    unit: str
+    default: Any
+    help: str
+    min: float | None
+    max: float | None
+    choices: tuple[Any, ...] | None
+
+
+def option_info(cls: type) -> list[OptionInfo]:
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in fields(cls):
+        m = f.metadata
+        default = f.default if f.default is not MISSING else (
+            f.default_factory() if f.default_factory is not MISSING else None)  # type: ignore[misc]
+        out.append(OptionInfo(f.name, _type_name(hints[f.name]), m.get("unit", ""), default, m.get("help", ""),
+                              m.get("min"), m.get("max"), m.get("choices")))
+    return out
+
+
+def _type_name(t: Any) -> str:
+    if isinstance(t, type):
+        return t.__name__
+    return str(t).replace("typing.", "")
+
+
+def _coerce(value: Any, t: Any, where: str) -> Any:
+    origin = typing.get_origin(t)
+    args = typing.get_args(t)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(value, a, where)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0] if errors else f"{where}: bad value {value!r}")
+    if t is Any:
+        return value
+    if is_dataclass(t) and isinstance(t, type):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a table, got {value!r}")
+        return from_mapping(t, value, where)
+    if origin in (tuple, list):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        inner = args[0] if args else Any
+        items = [_coerce(v, inner, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a table, got {value!r}")
+        return dict(value)
+    if t is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    if t is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value.replace("_", ""), 0)
+            except ValueError:
+                pass
+        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    if t is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{where}: expected a number, got {value!r}")
+    if t is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    return value
+
+
+def from_mapping(cls: type[T], data: dict[str, Any], where: str = "") -> T:
+    """Build ``cls`` from a TOML table, checking names, types and ranges."""
+    hints = typing.get_type_hints(cls)
+    by_name = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - set(by_name))
+    if unknown:
+        prefix = f"{where}." if where else ""
+        raise ConfigError(f"unknown option {prefix}{unknown[0]} (known: {', '.join(sorted(by_name))})")
+    kwargs = {}
+    for name, value in data.items():
+        f = by_name[name]
+        w = f"{where}.{name}" if where else name
+        v = _coerce(value, hints[name], w)
+        m = f.metadata
+        unit = f" {m['unit']}" if m.get("unit") else ""
+        if m.get("choices") is not None and v not in m["choices"]:
+            raise ConfigError(f"{w} = {v!r} is not one of {', '.join(map(str, m['choices']))}")
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            if m.get("min") is not None and v < m["min"]:
+                raise ConfigError(f"{w} = {v}{unit} is below the minimum {m['min']}{unit}")
+            if m.get("max") is not None and v > m["max"]:
+                raise ConfigError(f"{w} = {v}{unit} is above the maximum {m['max']}{unit}")
+        kwargs[name] = v
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{where or cls.__name__}: {e}") from None
+
+
+def to_mapping(obj: Any) -> Any:
+    """Dataclass -> plain dict (for JSON/TOML and stack metadata)."""
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_mapping(getattr(obj, f.name)) for f in fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_mapping(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: to_mapping(v) for k, v in obj.items()}
+    return obj
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``a.b.c=value`` strings to a nested mapping (values parsed as TOML scalars)."""
+    import tomllib
+
+    out = _deepcopy(data)
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. bus.clock_hz=20000000")
+        key, raw = item.split("=", 1)
+        try:
+            value = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw
+        node = out
+        parts = key.strip().split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {key}: {p} is not a table")
+        node[parts[-1]] = value
+    return out
+
+
+def _deepcopy(d: Any) -> Any:
+    if isinstance(d, dict):
+        return {k: _deepcopy(v) for k, v in d.items()}
+    if isinstance(d, list):
+        return [_deepcopy(v) for v in d]
+    return d
+
+
+def replace(obj: T, **changes: Any) -> T:
+    return dataclasses.replace(obj, **changes)  # type: ignore[type-var]

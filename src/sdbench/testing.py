@@ -1,0 +1,286 @@
+"""Shared conformance suites.
+
+Every BlockDevice (real, simulated, or a wrapper) passes :class:`BlockDeviceSuite`;
+every FileSystem passes :class:`FileSystemSuite`.  Use them by subclassing in a
+test module and providing a factory::
+
+    class TestMyDevice(BlockDeviceSuite):
+        def make_device(self):
+            return MyDevice(...)
+
+The suites need pytest (a test dependency), imported lazily here so that the
+package itself does not depend on it.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+
+from .errors import FileSystemError
+from .fs.base import FileSystem
+from .media.base import AlignmentError, BlockDevice, OutOfRangeError
+
+
+def _pattern(n: int, seed: int) -> bytes:
+    return random.Random(seed).randbytes(n)
+
+
+class BlockDeviceSuite:
+    """Bounds, alignment, data round trip, erase and stats."""
+
+    #: set False for devices that refuse writes by design
+    writable = True
+
+    def make_device(self) -> BlockDevice:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _dev(self) -> BlockDevice:
+        return self.make_device()
+
+    def test_geometry_is_consistent(self) -> None:
+        d = self._dev()
+        g = d.geometry
+        assert g.sector_size > 0 and g.sector_count > 0
+        assert g.read_size % g.sector_size == 0
+        assert g.prog_size % g.sector_size == 0
+        assert g.erase_size % g.prog_size == 0
+        d.close()
+
+    def test_round_trip_first_and_last_units(self) -> None:
+        if not self.writable:
+            return
+        d = self._dev()
+        g = d.geometry
+        unit = max(g.prog_size, g.read_size, g.erase_size) // g.sector_size
+        for lba in (0, g.sector_count - unit):
+            if g.erase_value is not None:
+                d.erase(lba, unit)
+            data = _pattern(unit * g.sector_size, lba)
+            d.write(lba, data)
+            assert d.read(lba, unit) == data
+        d.close()
+
+    def test_multi_unit_round_trip(self) -> None:
+        if not self.writable:
+            return
+        d = self._dev()
+        g = d.geometry
+        unit = max(g.prog_size, g.read_size, g.erase_size) // g.sector_size
+        n = min(4 * unit, g.sector_count // unit * unit)
+        lba = (g.sector_count // 2) // unit * unit
+        n = min(n, (g.sector_count - lba) // unit * unit)
+        if g.erase_value is not None:
+            d.erase(lba, n)
+        data = _pattern(n * g.sector_size, 7)
+        d.write(lba, data)
+        d.sync()
+        assert d.read(lba, n) == data
+        # a second write replaces the data (after an erase where the medium needs it)
+        if g.erase_value is not None:
+            d.erase(lba, n)
+        data2 = _pattern(n * g.sector_size, 8)
+        d.write(lba, data2)
+        assert d.read(lba, n) == data2
+        d.close()
+
+    def test_erase_reads_back_erase_value(self) -> None:
+        if not self.writable:
+            return
+        d = self._dev()
+        g = d.geometry
+        n = g.erase_size // g.sector_size
+        d.write(0, _pattern(n * g.sector_size, 3)[: n * g.sector_size])
+        d.erase(0, n)
+        if g.erase_value is not None:
+            assert d.read(0, n) == bytes([g.erase_value]) * (n * g.sector_size)
+        d.close()
+
+    def test_out_of_range_is_refused(self) -> None:
+        d = self._dev()
+        g = d.geometry
+        unit = g.read_size // g.sector_size
+        for lba, count in ((g.sector_count, unit), (-unit, unit), (g.sector_count - unit, 2 * unit)):
+            try:
+                d.read(lba, count)
+            except OutOfRangeError:
+                pass
+            else:
+                raise AssertionError(f"read {lba}+{count} outside the device was accepted")
+        if self.writable:
+            try:
+                d.write(g.sector_count, bytes(g.prog_size))
+            except OutOfRangeError:
+                pass
+            else:
+                raise AssertionError("write past the end was accepted")
+        d.close()
+
+    def test_misaligned_is_refused(self) -> None:
+        d = self._dev()
+        g = d.geometry
+        if self.writable:
+            try:
+                d.write(0, bytes(g.sector_size + 1))
+            except AlignmentError:
+                pass
+            else:
+                raise AssertionError("write of a partial sector was accepted")
+            if g.prog_size > g.sector_size:
+                try:
+                    d.write(1, bytes(g.prog_size))
+                except AlignmentError:
+                    pass
+                else:
+                    raise AssertionError("misaligned program was accepted")
+        if g.erase_size > g.sector_size and self.writable:
+            try:
+                d.erase(1, g.erase_size // g.sector_size)
+            except AlignmentError:
+                pass
+            else:
+                raise AssertionError("misaligned erase was accepted")
+        d.close()
+
+    def test_stats_count_ops_and_bytes(self) -> None:
+        d = self._dev()
+        g = d.geometry
+        unit = max(g.prog_size, g.read_size, g.erase_size) // g.sector_size
+        before = d.stats.snapshot()
+        d.read(0, unit)
+        if self.writable:
+            if g.erase_value is not None:
+                d.erase(0, unit)
+            d.write(0, bytes(unit * g.sector_size))
+        after = d.stats.snapshot()
+        assert after["reads"] - before["reads"] >= 1
+        assert after["bytes_read"] - before["bytes_read"] >= unit * g.sector_size
+        if self.writable:
+            assert after["writes"] - before["writes"] >= 1
+            assert after["bytes_written"] - before["bytes_written"] >= unit * g.sector_size
+        d.close()
+
+
+class FileSystemSuite:
+    """Data round trip with checksums, append, truncate-on-open, remove, remount."""
+
+    def make_fs(self) -> FileSystem:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    #: largest file the suite writes (small media override it)
+    big_file_bytes = 100_000
+
+    def _fresh(self) -> FileSystem:
+        fs = self.make_fs()
+        fs.format()
+        fs.mount()
+        return fs
+
+    def test_round_trip_with_checksums(self) -> None:
+        fs = self._fresh()
+        files = {f"/f{i}.bin": _pattern(n, i) for i, n in enumerate((0, 1, 255, 512, 4096, 65536, self.big_file_bytes))}
+        for path, data in files.items():
+            with fs.open(path, "w") as f:
+                assert f.write(data) == len(data)
+        for path, data in files.items():
+            with fs.open(path, "r") as f:
+                got = f.read()
+            assert hashlib.sha256(got).hexdigest() == hashlib.sha256(data).hexdigest(), path
+            assert fs.stat(path).size == len(data)
+        fs.unmount()
+
+    def test_chunked_writes_and_reads(self) -> None:
+        fs = self._fresh()
+        data = _pattern(30_000, 11)
+        with fs.open("/chunks.bin", "w") as f:
+            for i in range(0, len(data), 777):
+                f.write(data[i:i + 777])
+        out = bytearray()
+        with fs.open("/chunks.bin", "r") as f:
+            while True:
+                c = f.read(1000)
+                if not c:
+                    break
+                out += c
+        assert bytes(out) == data
+        fs.unmount()
+
+    def test_append_mode_appends(self) -> None:
+        fs = self._fresh()
+        with fs.open("/log.txt", "w") as f:
+            f.write(b"first,")
+        with fs.open("/log.txt", "a") as f:
+            f.write(b"second")
+        with fs.open("/log.txt", "r") as f:
+            assert f.read() == b"first,second"
+        fs.unmount()
+
+    def test_open_w_truncates(self) -> None:
+        fs = self._fresh()
+        with fs.open("/t.bin", "w") as f:
+            f.write(_pattern(5000, 1))
+        with fs.open("/t.bin", "w") as f:
+            f.write(b"short")
+        assert fs.stat("/t.bin").size == 5
+        with fs.open("/t.bin", "r") as f:
+            assert f.read() == b"short"
+        fs.unmount()
+
+    def test_seek_and_tell(self) -> None:
+        fs = self._fresh()
+        data = _pattern(3000, 5)
+        with fs.open("/s.bin", "w") as f:
+            f.write(data)
+        with fs.open("/s.bin", "r") as f:
+            assert f.seek(1000) == 1000
+            assert f.tell() == 1000
+            assert f.read(10) == data[1000:1010]
+            assert f.tell() == 1010
+        fs.unmount()
+
+    def test_remove_and_listdir(self) -> None:
+        fs = self._fresh()
+        for name in ("a.bin", "b.bin", "c.bin"):
+            with fs.open("/" + name, "w") as f:
+                f.write(name.encode())
+        assert fs.listdir("/") == ["a.bin", "b.bin", "c.bin"]
+        fs.remove("/b.bin")
+        assert fs.listdir("/") == ["a.bin", "c.bin"]
+        assert not fs.exists("/b.bin")
+        try:
+            fs.open("/b.bin", "r")
+        except FileSystemError:
+            pass
+        else:
+            raise AssertionError("opening a removed file for reading succeeded")
+        try:
+            fs.remove("/b.bin")
+        except FileSystemError:
+            pass
+        else:
+            raise AssertionError("removing a missing file succeeded")
+        fs.unmount()
+
+    def test_reopen_after_remount(self) -> None:
+        fs = self._fresh()
+        data = _pattern(20_000, 9)
+        with fs.open("/keep.bin", "w") as f:
+            f.write(data)
+        fs.unmount()
+        fs.mount()
+        assert fs.stat("/keep.bin").size == len(data)
+        with fs.open("/keep.bin", "r") as f:
+            assert f.read() == data
+        fs.unmount()
+
+    def test_space_is_reused_after_remove(self) -> None:
+        fs = self._fresh()
+        data = _pattern(self.big_file_bytes, 2)
+        for _ in range(6):
+            with fs.open("/cycle.bin", "w") as f:
+                f.write(data)
+            fs.remove("/cycle.bin")
+        with fs.open("/cycle.bin", "w") as f:
+            f.write(data)
+        with fs.open("/cycle.bin", "r") as f:
+            assert f.read() == data
+        fs.unmount()
