@@ -66,3 +66,16 @@ def test_trace_records_ops_in_order():
     t.read(2, 2)
     t.sync()
     assert [(e.op, e.lba, e.count) for e in t.ops()] == [("write", 2, 2), ("read", 2, 2), ("sync", 0, 0)]
+
+
+class TestMemoryDeviceNorSemantics(BlockDeviceSuite):
+    def make_device(self):
+        return MemoryDevice(Geometry(sector_size=1, sector_count=64 * 1024, erase_size=4096, erase_value=0xFF),
+                            program_and=True)
+
+
+def test_and_programming_only_clears_bits():
+    d = MemoryDevice(Geometry(sector_size=1, sector_count=8192, erase_size=4096, erase_value=0xFF), program_and=True)
+    d.write(10, b"\xf0\x0f")
+    d.write(10, b"\x3c\xff")
+    assert d.read(10, 2) == b"\x30\x0f"

@@ -16,8 +16,11 @@ CHUNK_BYTES = 64 * 1024  # allocation unit of the sparse store
 class MemoryDevice(BlockDevice):
     kind = "memory"
 
-    def __init__(self, geometry: Geometry, clock: Clock | None = None, *, read_only: bool = False) -> None:
+    def __init__(self, geometry: Geometry, clock: Clock | None = None, *, read_only: bool = False,
+                 program_and: bool = False) -> None:
         super().__init__(geometry, clock, read_only=read_only)
+        #: NOR semantics: a program can only clear bits (new = old & data)
+        self.program_and = program_and
         fill = geometry.erase_value
         self._fill = 0 if fill is None else fill
         self._chunks: dict[int, bytearray] = {}
@@ -59,7 +62,11 @@ class MemoryDevice(BlockDevice):
         return self.read_bytes(lba * ss, count * ss)
 
     def _write(self, lba: int, data: bytes, buf_addr: int) -> None:
-        self.write_bytes(lba * self.geometry.sector_size, data)
+        off = lba * self.geometry.sector_size
+        if self.program_and:
+            old = self.read_bytes(off, len(data))
+            data = (int.from_bytes(old, "little") & int.from_bytes(data, "little")).to_bytes(len(data), "little")
+        self.write_bytes(off, data)
 
     def _erase(self, lba: int, count: int) -> None:
         ss = self.geometry.sector_size
