@@ -1,0 +1,379 @@
+"""FAT through ChaN's FatFs (the fatfs-ng package), as ESP-IDF and MicroPython use it.
+
+FatFs is compiled in fatfs-ng with one volume and 512-byte sectors
+(FF_VOLUMES=1, FF_MAX_SS=512, FF_FS_TINY=0).  Consequences here:
+
+* one FAT volume can be mounted per process at a time (mounting a second one
+  raises a clear error);
+* 4096-byte-sector volumes (FAT on ESP-IDF wear levelling) run FatFs on
+  512-byte logical sectors over a :class:`SectorSizeBridge` that
+  read-modify-writes the 4096-byte sectors below; the layout is aligned to the
+  big sectors so every FatFs sector write touches exactly one of them.
+
+Buffer addresses.  FatFs moves whole sectors of a read()/write() straight
+between the device and the user's buffer, at ``buf + (512 - off % 512) % 512``
+for a call at file offset ``off``; partial sectors, FAT and directory sectors
+go through FatFs' own (aligned) sector buffers.  :class:`_FatDisk` follows
+FatFs' transfer loop to give each data transfer the address it really has,
+so a driver model with alignment rules (ESP-IDF sdmmc) sees what the real
+driver sees.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from fatfs import wrapper as _ff
+from fatfs.diskio import Disk as _FfDisk
+
+from ..errors import ConfigError, FileSystemError
+from ..media.base import BlockDevice, BlockDeviceWrapper, Geometry
+from ..options import opt, to_mapping
+from . import fatformat
+from .base import SEEK_CUR, SEEK_END, SEEK_SET, File, FileStat, FileSystem
+
+FF_SECTOR = 512  # FatFs' compiled sector size in fatfs-ng
+
+_FR_NAMES = {
+    1: "disk error", 2: "internal error", 3: "not ready", 4: "no such file", 5: "no such path",
+    6: "invalid name", 7: "access denied (directory full or file read-only)", 8: "file exists",
+    9: "invalid object", 10: "write protected", 11: "invalid drive", 12: "not enabled",
+    13: "no FAT volume", 14: "mkfs aborted", 15: "timeout", 16: "locked", 17: "not enough memory",
+    18: "too many open files", 19: "invalid parameter",
+}
+_FA_READ, _FA_WRITE, _FA_CREATE_ALWAYS, _FA_OPEN_ALWAYS = 0x01, 0x02, 0x08, 0x10
+_MODE_FLAGS = {
+    "r": _FA_READ,
+    "r+": _FA_READ | _FA_WRITE,
+    "w": _FA_READ | _FA_WRITE | _FA_CREATE_ALWAYS,
+    "a": _FA_READ | _FA_WRITE | _FA_OPEN_ALWAYS,
+}
+
+_registry: dict[int, Any] = getattr(_ff, "__diskio_wrapper_disks")
+_volume_lock = threading.Lock()
+_active: "FatFileSystem | None" = None
+
+
+@dataclass(frozen=True)
+class FatConfig:
+    fat_type: str = opt("auto", choices=("auto", "fat12", "fat16", "fat32"),
+                        help="FAT variant; auto = FAT12 below 4086 clusters, FAT16 up to 65525, else FAT32, "
+                             "as FatFs' f_mkfs decides")
+    allocation_unit_bytes: int = opt(0, unit="B", min=0,
+                                     help="cluster size; 0 = FatFs default for the volume size. ESP-IDF uses the "
+                                          "benchmark target size clamped to [sector, 128 sectors]")
+    n_fats: int = opt(2, min=1, max=2, help="number of FAT copies")
+    partition_start_lba: int = opt(0, unit="sectors", min=0,
+                                   help="0 = no partition table (SFD); else one MBR partition from this LBA "
+                                        "(ESP-IDF's f_fdisk starts at 63)")
+    sector_size_bytes: int = opt(512, unit="B", choices=(512, 4096),
+                                 help="FAT sector size; 4096 runs over a 512-byte bridge (see module doc)")
+    root_entries: int = opt(512, min=16, help="FAT16 root directory entries")
+    align_sectors: int = opt(1, unit="sectors", min=1,
+                             help="align the data area to this many sectors (FatFs uses the device's erase "
+                                  "block size; ESP-IDF's SD driver reports none, so 1)")
+
+
+class SectorSizeBridge(BlockDeviceWrapper):
+    """512-byte sectors over a device with bigger sectors (read-modify-write)."""
+
+    kind = "sector-bridge"
+
+    def __init__(self, inner: BlockDevice, logical_sector_bytes: int = FF_SECTOR) -> None:
+        big = inner.geometry.sector_size
+        if big % logical_sector_bytes:
+            raise ConfigError(f"cannot bridge {logical_sector_bytes} B sectors over {big} B sectors")
+        self.ratio = big // logical_sector_bytes
+        geo = Geometry(sector_size=logical_sector_bytes, sector_count=inner.geometry.sector_count * self.ratio)
+        super().__init__(inner, geo)
+
+    def _read(self, lba: int, count: int, buf_addr: int) -> bytes:
+        r, ls = self.ratio, self.geometry.sector_size
+        first, last = lba // r, (lba + count - 1) // r
+        data = self.inner.read(first, last - first + 1)
+        off = (lba - first * r) * ls
+        return data[off:off + count * ls]
+
+    def _write(self, lba: int, data: bytes, buf_addr: int) -> None:
+        r, ls = self.ratio, self.geometry.sector_size
+        count = len(data) // ls
+        first, last = lba // r, (lba + count - 1) // r
+        head, tail = lba % r, (lba + count) % r
+        if head == 0 and tail == 0:
+            self.inner.write(first, data, buf_addr=buf_addr)
+            return
+        old = bytearray(self.inner.read(first, last - first + 1))
+        old[head * ls:head * ls + len(data)] = data
+        self.inner.write(first, bytes(old))
+
+
+class _FatDisk(_FfDisk):
+    """fatfs-ng disk callbacks -> BlockDevice, with FatFs' buffer addresses."""
+
+    def __init__(self, fs: "FatFileSystem") -> None:
+        super().__init__()
+        self.fs = fs
+        self.dev = fs.volume_device
+        # transfer in progress: (op, file offset, length, user buf addr, user data for writes)
+        self.xfer: tuple[str, int, int, int, bytes] | None = None
+        self.pos = 0          # bytes of the user buffer consumed by direct transfers so far
+        self.data_start = 0   # first LBA of the data area (set at mount)
+
+    def ioctl_get_sector_count(self) -> int:
+        return self.dev.geometry.sector_count
+
+    def ioctl_get_sector_size(self) -> int:
+        return FF_SECTOR
+
+    def ioctl_get_block_size(self) -> int:
+        return 1
+
+    def ioctl_sync(self) -> None:
+        self.dev.sync()
+
+    def begin(self, op: str, offset: int, length: int, buf_addr: int, data: bytes = b"") -> None:
+        self.xfer = (op, offset, length, buf_addr, data)
+        self.pos = (-offset) % FF_SECTOR  # head bytes go through the file's sector buffer
+        if self.pos > length:
+            self.pos = length
+
+    def end(self) -> None:
+        self.xfer = None
+
+    def read(self, sector: int, count: int) -> bytes:
+        addr = 0
+        x = self.xfer
+        if x is not None and x[0] == "read" and sector >= self.data_start:
+            remaining = x[2] - self.pos
+            if remaining >= FF_SECTOR:  # FatFs reads whole sectors straight into the user buffer
+                addr = x[3] + self.pos
+                self.pos += count
+        try:
+            return self.dev.read(sector, count // FF_SECTOR, buf_addr=addr)
+        except Exception as e:  # FatFs only sees a disk error; keep the cause for the user
+            self.fs._io_error = e
+            raise
+
+    def write(self, sector: int, count: int, buff: bytes) -> None:
+        addr = 0
+        x = self.xfer
+        if x is not None and x[0] == "write" and sector >= self.data_start:
+            p = self.pos
+            if x[4][p:p + count] == buff:  # sectors taken straight from the user buffer
+                addr = x[3] + p
+                self.pos += count
+        try:
+            self.dev.write(sector, buff, buf_addr=addr)
+        except Exception as e:
+            self.fs._io_error = e
+            raise
+
+
+class FatFile(File):
+    def __init__(self, fs: "FatFileSystem", path: str, mode: str, handle: Any, size: int) -> None:
+        super().__init__(fs, path, mode)
+        self._h = handle
+        self._pos = 0
+        self._size = size
+        if mode == "a":
+            self._seek_raw(size)
+
+    def _seek_raw(self, offset: int) -> None:
+        self.fs._check(_ff.pyf_lseek(self._h, offset), f"seek in {self.path}")
+        self._pos = offset
+        self._size = max(self._size, offset)
+
+    def read(self, size: int = -1, *, buf_addr: int = 0) -> bytes:
+        if self.closed:
+            raise FileSystemError(f"{self.path}: file is closed")
+        if size < 0:
+            size = max(0, self._size - self._pos)
+        if size == 0:
+            return b""
+        disk = self.fs._disk
+        disk.begin("read", self._pos, size, buf_addr)
+        try:
+            ret, data = _ff.pyf_read(self._h, size)
+        finally:
+            disk.end()
+        self.fs._check(ret, f"read {self.path}")
+        self._pos += len(data)
+        return bytes(data)
+
+    def write(self, data: bytes, *, buf_addr: int = 0) -> int:
+        if self.closed:
+            raise FileSystemError(f"{self.path}: file is closed")
+        if self.mode == "r":
+            raise FileSystemError(f"{self.path}: opened read-only")
+        if self.mode == "a" and self._pos != self._size:
+            self._seek_raw(self._size)
+        if not data:
+            return 0
+        data = bytes(data)
+        disk = self.fs._disk
+        disk.begin("write", self._pos, len(data), buf_addr, data)
+        try:
+            ret, written = _ff.pyf_write(self._h, data)
+        except _ff.FatFSException as e:
+            ret, written = e.code, 0
+        finally:
+            disk.end()
+        self.fs._check(ret, f"write {self.path}")
+        self._pos += written
+        self._size = max(self._size, self._pos)
+        if written < len(data):
+            raise FileSystemError(f"write {self.path}: volume full ({written} of {len(data)} B written)")
+        return written
+
+    def seek(self, offset: int, whence: int = SEEK_SET) -> int:
+        base = {SEEK_SET: 0, SEEK_CUR: self._pos, SEEK_END: self._size}[whence]
+        target = base + offset
+        if target < 0:
+            raise FileSystemError(f"{self.path}: seek before the start of the file")
+        if target > self._size and self.mode == "r":
+            target = self._size
+        self._seek_raw(target)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def _close(self) -> None:
+        self.fs._check(_ff.pyf_close(self._h), f"close {self.path}")
+        self.fs._open_files.discard(self)
+
+
+class FatFileSystem(FileSystem):
+    kind = "fat"
+
+    def __init__(self, device: BlockDevice, config: FatConfig = FatConfig()) -> None:
+        super().__init__(device)
+        self.config = config
+        ss = device.geometry.sector_size
+        if ss == FF_SECTOR:
+            self.volume_device = device
+        elif ss % FF_SECTOR == 0:
+            self.volume_device = SectorSizeBridge(device)
+        else:
+            raise ConfigError(f"FAT needs 512-byte or larger power-of-two sectors, device has {ss} B")
+        if config.sector_size_bytes != ss:
+            raise ConfigError(f"fat.sector_size_bytes = {config.sector_size_bytes} B but the device has {ss} B "
+                              "sectors")
+        self._disk = _FatDisk(self)
+        self._partition: Any = None
+        self._open_files: set[FatFile] = set()
+        self._io_error: Exception | None = None
+        self.layout: fatformat.FatLayout | None = None
+
+    # ---- format --------------------------------------------------------------------
+    def plan_layout(self) -> fatformat.FatLayout:
+        c = self.config
+        ratio = self.device.geometry.sector_size // FF_SECTOR
+        big = fatformat.plan(
+            self.device.geometry.sector_count, sector_size=self.device.geometry.sector_size,
+            fat_type=c.fat_type, au_bytes=c.allocation_unit_bytes, n_fats=c.n_fats,
+            partition_start_lba=c.partition_start_lba or None, root_entries=c.root_entries,
+            align_sectors=c.align_sectors)
+        if ratio == 1:
+            return big
+        # the same layout in FatFs' 512-byte sectors: every region starts on a big-sector boundary
+        return fatformat.FatLayout(
+            big.fat_type, FF_SECTOR, big.volume_start * ratio, big.volume_sectors * ratio,
+            big.reserved_sectors * ratio, big.n_fats, big.fat_sectors * ratio, big.root_dir_sectors * ratio,
+            big.sectors_per_cluster * ratio, big.cluster_count)
+
+    def _format(self) -> None:
+        fatformat.write_volume(self.volume_device, self.plan_layout())
+
+    # ---- mount ---------------------------------------------------------------------
+    def _mount(self) -> None:
+        global _active
+        self.layout = fatformat.read_layout(self.volume_device)
+        self._disk.data_start = self.layout.data_start
+        with _volume_lock:
+            if _active is not None:
+                raise FileSystemError("another FAT volume is mounted in this process (FatFs in fatfs-ng has "
+                                      "one volume); unmount it first")
+            if 0 in _registry:
+                del _registry[0]
+            self._partition = _ff.Partition(self._disk)
+            try:
+                self._partition.mount()
+            except _ff.FatFSException as e:
+                del _registry[0]
+                raise FileSystemError(f"cannot mount FAT volume: {_FR_NAMES.get(e.code, e.code)}") from None
+            _active = self
+
+    def _unmount(self) -> None:
+        global _active
+        for f in list(self._open_files):
+            f.close()
+        with _volume_lock:
+            try:
+                self._partition.unmount()
+            finally:
+                _registry.pop(0, None)
+                _active = None
+        self.volume_device.sync()
+
+    # ---- files ---------------------------------------------------------------------
+    def _p(self, path: str) -> bytes:
+        try:
+            return self._partition._adjust_path(path)
+        except UnicodeEncodeError:
+            raise FileSystemError(f"FAT path {path!r} must be ASCII") from None
+
+    def _check(self, ret: int, what: str) -> None:
+        if ret:
+            cause = self._io_error
+            self._io_error = None
+            if cause is not None:
+                raise FileSystemError(f"{what}: {cause}") from None
+            raise FileSystemError(f"{what}: {_FR_NAMES.get(ret, f'FatFs error {ret}')}")
+
+    def _open(self, path: str, mode: str) -> File:
+        h = _ff.FIL_Handle()
+        self._check(_ff.pyf_open(h, self._p(path), _MODE_FLAGS[mode]), f"open {path}")
+        size = 0 if mode == "w" else self._stat(path).size
+        f = FatFile(self, path, mode, h, size)
+        self._open_files.add(f)
+        return f
+
+    def _stat(self, path: str) -> FileStat:
+        if path == "/":
+            return FileStat("/", 0, True)
+        info = _ff.FILINFO_Handle()
+        self._check(_ff.pyf_stat(self._p(path), info), f"stat {path}")
+        return FileStat(path, info.get_size(), info.is_directory())
+
+    def _remove(self, path: str) -> None:
+        self._check(_ff.pyf_unlink(self._p(path)), f"remove {path}")
+
+    def _listdir(self, path: str) -> list[str]:
+        d, info = _ff.DIR_Handle(), _ff.FILINFO_Handle()
+        self._check(_ff.pyf_opendir(d, self._p(path)), f"list {path}")
+        names = []
+        try:
+            while True:
+                self._check(_ff.pyf_readdir(d, info), f"list {path}")
+                name = info.get_name()
+                if not name:
+                    break
+                names.append(name)
+        finally:
+            _ff.pyf_closedir(d)
+        return names
+
+    def mkdir(self, path: str) -> None:
+        self._need_mount()
+        self._check(_ff.pyf_mkdir(self._p(path)), f"mkdir {path}")
+
+    def describe(self) -> dict[str, Any]:
+        d = {"kind": self.kind, "config": to_mapping(self.config)}
+        if self.layout is not None:
+            lay = self.layout
+            d["layout"] = {"fat_type": f"FAT{lay.fat_type}", "cluster_bytes": lay.cluster_bytes,
+                           "volume_start_lba": lay.volume_start, "data_start_lba": lay.data_start,
+                           "clusters": lay.cluster_count}
+        return d
