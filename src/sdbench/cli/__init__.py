@@ -66,14 +66,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         return 130
-    except Exception as e:  # click usage errors
-        import click
-
-        if isinstance(e, click.exceptions.UsageError):
-            e.show()
-            return 2
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
+    except Exception as e:
+        # click's usage/parameter errors (typer ships its own click): print them as click does
+        if hasattr(e, "format_message") and hasattr(e, "exit_code"):
+            hint = ""
+            ctx = getattr(e, "ctx", None)
+            if ctx is not None:
+                hint = f" (see '{ctx.command_path} --help')"
+            typer.echo(f"error: {e.format_message()}{hint}", err=True)
             return 2
         raise
     return 0

@@ -21,6 +21,7 @@ driver sees.
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +53,10 @@ _MODE_FLAGS = {
 
 _registry: dict[int, Any] = getattr(_ff, "__diskio_wrapper_disks")
 _volume_lock = threading.Lock()
-_active: "FatFileSystem | None" = None
+# the mounted volume, weakly: a FatFileSystem dropped without unmount frees the slot
+_active: "weakref.ref[FatFileSystem] | None" = None
+# FatFs keeps a pointer to the mounted FATFS object: hold the partition until f_mount(NULL) ran
+_mounted_partition: Any = None
 
 
 @dataclass(frozen=True)
@@ -113,7 +117,7 @@ class _FatDisk(_FfDisk):
 
     def __init__(self, fs: "FatFileSystem") -> None:
         super().__init__()
-        self.fs = fs
+        self._fs = weakref.ref(fs)
         self.dev = fs.volume_device
         # transfer in progress: (op, file offset, length, user buf addr, user data for writes)
         self.xfer: tuple[str, int, int, int, bytes] | None = None
@@ -152,7 +156,7 @@ class _FatDisk(_FfDisk):
         try:
             return self.dev.read(sector, count // FF_SECTOR, buf_addr=addr)
         except Exception as e:  # FatFs only sees a disk error; keep the cause for the user
-            self.fs._io_error = e
+            self._note(e)
             raise
 
     def write(self, sector: int, count: int, buff: bytes) -> None:
@@ -166,8 +170,27 @@ class _FatDisk(_FfDisk):
         try:
             self.dev.write(sector, buff, buf_addr=addr)
         except Exception as e:
-            self.fs._io_error = e
+            self._note(e)
             raise
+
+    def _note(self, e: Exception) -> None:
+        fs = self._fs()
+        if fs is not None:
+            fs._io_error = e
+
+
+def _release_volume() -> None:
+    """f_mount(NULL) the mounted volume, if any, and free the slot (caller holds the lock)."""
+    global _active, _mounted_partition
+    part = _mounted_partition
+    _mounted_partition = None
+    _active = None
+    if part is not None:
+        try:
+            part.unmount()
+        except _ff.FatFSException:
+            pass
+    _registry.pop(0, None)
 
 
 class FatFile(File):
@@ -288,33 +311,28 @@ class FatFileSystem(FileSystem):
 
     # ---- mount ---------------------------------------------------------------------
     def _mount(self) -> None:
-        global _active
+        global _active, _mounted_partition
         self.layout = fatformat.read_layout(self.volume_device)
         self._disk.data_start = self.layout.data_start
         with _volume_lock:
-            if _active is not None:
+            if _active is not None and _active() is not None and _active() is not self:
                 raise FileSystemError("another FAT volume is mounted in this process (FatFs in fatfs-ng has "
                                       "one volume); unmount it first")
-            if 0 in _registry:
-                del _registry[0]
+            _release_volume()  # a volume whose FatFileSystem was dropped without unmount
             self._partition = _ff.Partition(self._disk)
             try:
                 self._partition.mount()
             except _ff.FatFSException as e:
-                del _registry[0]
+                _registry.pop(0, None)
                 raise FileSystemError(f"cannot mount FAT volume: {_FR_NAMES.get(e.code, e.code)}") from None
-            _active = self
+            _active = weakref.ref(self)
+            _mounted_partition = self._partition
 
     def _unmount(self) -> None:
-        global _active
         for f in list(self._open_files):
             f.close()
         with _volume_lock:
-            try:
-                self._partition.unmount()
-            finally:
-                _registry.pop(0, None)
-                _active = None
+            _release_volume()
         self.volume_device.sync()
 
     # ---- files ---------------------------------------------------------------------

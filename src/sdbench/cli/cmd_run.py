@@ -1,0 +1,135 @@
+"""``sdbench run`` and ``sdbench scenarios``."""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .. import scenarios as scen
+from ..errors import SdbenchError
+from ..protocols import run_scenario
+from ..records import Results, RunRecord
+from ..report_text import markdown_table
+from ..workloads.espidf import espidf_line
+
+
+class OutFormat(str, Enum):
+    espidf = "espidf"
+    table = "table"
+    json = "json"
+
+
+def check_writable_output(path: Path) -> None:
+    """Fail before any work if ``path`` cannot be written (nothing is created here)."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise SdbenchError(f"cannot write {path}: it is a directory")
+    if not parent.is_dir():
+        raise SdbenchError(f"cannot write {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise SdbenchError(f"cannot write {path}: permission denied")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write via a temporary file in the same directory, then rename: never half-written."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else ".")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def print_run(rec: RunRecord, fmt: OutFormat) -> None:
+    if fmt is OutFormat.espidf:
+        for r in rec.rows:
+            typer.echo(espidf_line(r))
+    elif fmt is OutFormat.table:
+        typer.echo(f"### {rec.scenario} ({'simulated, virtual clock' if rec.clock == 'virtual' else 'wall clock'})")
+        typer.echo("")
+        typer.echo(markdown_table(rec))
+        typer.echo("")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("run")
+    def run_cmd(
+        scenario: list[str] = typer.Argument(None, help="Built-in scenario names or scenario TOML files "
+                                                        f"(default: {scen.DEFAULT_SCENARIO})."),
+        runs: Optional[int] = typer.Option(None, "--runs", min=1, max=100_000,
+                                           help="Timed calls per row (overrides the scenario)."),
+        seed: Optional[int] = typer.Option(None, "--seed", help="Seed for data and simulated card randomness."),
+        fmt: OutFormat = typer.Option(OutFormat.espidf, "--format", "-f",
+                                      help="espidf: the example's printf lines; table: a Markdown table; "
+                                           "json: the results document on stdout."),
+        json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the results as JSON to FILE."),
+        set_: list[str] = typer.Option([], "--set", help="Override a scenario field, e.g. "
+                                                         "--set espidf.target_size_bytes=32768 (repeatable)."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or notes on stderr."),
+    ) -> None:
+        """Run scenarios (protocol + stack) and print one line per measurement.
+
+        Simulated scenarios run on a virtual clock and are deterministic: the same
+        scenario and seed give the same output.  Times are mean ms per timed call;
+        kB = KiB and MB/s = MiB/s as in ESP-IDF's perf_benchmark.
+        """
+        names = scenario or [scen.DEFAULT_SCENARIO]
+        if json_path is not None:
+            check_writable_output(json_path)
+        overrides = list(set_)
+        loaded = []
+        for n in names:
+            sc_over = list(overrides)
+            if runs is not None:
+                sc_over.append(f"espidf.runs={runs}")
+                sc_over.append(f"p2.runs={runs}")
+            if seed is not None:
+                sc_over.append(f"seed={seed}")
+            loaded.append(scen.load(n, _applicable(n, sc_over)))
+        records = []
+        for sc in loaded:
+            if not quiet:
+                typer.echo(f"running {sc.name}: {sc.description}", err=True)
+            rec = run_scenario(sc, progress=not quiet and sys.stderr.isatty())
+            records.append(rec)
+            if not quiet:
+                for w in rec.warnings:
+                    typer.echo(f"warning: {w}", err=True)
+            print_run(rec, fmt)
+        results = Results(runs=tuple(records))
+        if fmt is OutFormat.json:
+            typer.echo(results.to_json(), nl=False)
+        if json_path is not None:
+            write_atomically(json_path, results.to_json())
+
+    @app.command("scenarios")
+    def scenarios_cmd() -> None:
+        """List built-in scenarios with a one-line description (Markdown table)."""
+        typer.echo("| scenario | description |")
+        typer.echo("|---|---|")
+        for name, desc in scen.describe_all():
+            mark = " (default)" if name == scen.DEFAULT_SCENARIO else ""
+            typer.echo(f"| {name}{mark} | {desc} |")
+
+
+def _applicable(name: str, overrides: list[str]) -> list[str]:
+    """Keep --runs overrides only for the protocol the scenario uses."""
+    data, _ = scen._load_raw(name)
+    proto = data.get("protocol", "espidf")
+    out = []
+    for o in overrides:
+        key = o.split("=", 1)[0]
+        if key in ("espidf.runs", "p2.runs") and not key.startswith(proto + "."):
+            continue
+        out.append(o)
+    return out

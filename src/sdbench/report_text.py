@@ -1,0 +1,22 @@
+"""Plain-text renderings of records that paste well into Markdown."""
+from __future__ import annotations
+
+from .records import RunRecord
+
+
+def markdown_table(rec: RunRecord) -> str:
+    simulated = rec.clock == "virtual"
+    head = ["label", "runs", "bytes", "mean ms", "median ms", "min ms", "max ms", "stdev ms", "MiB/s"]
+    if simulated:
+        head += ["host ms", "bus ms", "card ms", "rtos ms", "commands/call"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---:" if i else "---" for i in range(len(head))) + "|"]
+    for r in rec.rows:
+        cells = [r.label, str(r.runs), str(r.bytes), f"{r.time_ms:.3f}", f"{r.time_ms_median:.3f}",
+                 f"{r.time_ms_min:.3f}", f"{r.time_ms_max:.3f}", f"{r.time_ms_stdev:.3f}", f"{r.mib_s:.3f}"]
+        if simulated:
+            b = r.breakdown_ms
+            cells += [f"{b.get('host', 0):.3f}", f"{b.get('bus', 0):.3f}",
+                      f"{b.get('card', 0) + b.get('flash', 0):.3f}", f"{b.get('rtos', 0):.3f}",
+                      " ".join(f"{k}×{v:g}" for k, v in sorted(r.commands.items()))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,250 @@
+"""Scenarios: a board + bus + card (or flash) + filesystem configs + protocol,
+as data (TOML).  Built-in scenarios live in ``sdbench/data/scenarios``; a user
+passes their own file to ``sdbench run my.toml``.
+
+A scenario file may say ``extends = "other-scenario"`` to start from another
+one; tables are merged key by key.  Media are chosen by ``media = ...`` in the
+``[sd]`` / ``[flash]`` tables and built through :data:`MEDIA`, a registry of
+(config class, builder) pairs.
+"""
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..clock import Clock, VirtualClock, WallClock
+from ..errors import ConfigError
+from ..fs.fat import FatConfig, FatFileSystem
+from ..fs.littlefs import LittleFsConfig, LittleFsFileSystem
+from ..media.base import BlockDevice, Geometry
+from ..media.image import ImageFileDevice
+from ..media.memory import MemoryDevice
+from ..options import apply_overrides, from_mapping, opt, to_mapping
+from ..workloads.espidf import EspIdfConfig, Target
+
+DATA = resources.files("sdbench") / "data"
+DEFAULT_SCENARIO = "espidf-memory"
+PROTOCOLS = ("espidf", "p2")
+
+
+@dataclass(frozen=True)
+class MemoryMediaConfig:
+    """A RAM-backed card on the wall clock (measures sdbench's own code path)."""
+
+    capacity_bytes: int = opt(16 * 10**9, unit="B", min=1 << 20, help="card capacity")
+    sector_size_bytes: int = opt(512, unit="B", choices=(512, 4096), help="sector size")
+
+
+@dataclass(frozen=True)
+class ImageMediaConfig:
+    """An existing image file, used read/write through the page cache (wall clock)."""
+
+    path: str = opt("", help="image file path (relative paths are relative to the scenario file)")
+    sector_size_bytes: int = opt(512, unit="B", choices=(512, 4096), help="sector size")
+
+
+@dataclass
+class Built:
+    """A built stack: the target for the protocol, its clock and metadata."""
+
+    target: Target
+    clock: Clock
+    stack: dict[str, Any]
+    devices: list[BlockDevice] = field(default_factory=list)
+
+    def close(self) -> None:
+        for d in self.devices:
+            d.close()
+
+
+def _build_memory(cfg: MemoryMediaConfig, scenario: "Scenario", clock: Clock) -> tuple[BlockDevice, dict[str, Any]]:
+    ss = cfg.sector_size_bytes
+    dev = MemoryDevice(Geometry(sector_size=ss, sector_count=cfg.capacity_bytes // ss), clock)
+    return dev, {"media": "memory", **to_mapping(cfg)}
+
+
+def _build_image(cfg: ImageMediaConfig, scenario: "Scenario", clock: Clock) -> tuple[BlockDevice, dict[str, Any]]:
+    if not cfg.path:
+        raise ConfigError("sd.path: an image file is required for media = \"image\"")
+    p = Path(cfg.path)
+    if not p.is_absolute() and scenario.source_dir is not None:
+        p = scenario.source_dir / p
+    dev = ImageFileDevice(p, sector_size=cfg.sector_size_bytes, clock=clock)
+    return dev, {"media": "image", **to_mapping(cfg)}
+
+
+#: media kind -> (config class, builder(config, scenario, clock) -> (device, metadata), clock kind)
+MEDIA: dict[str, tuple[type, Callable[..., tuple[BlockDevice, dict[str, Any]]], str]] = {
+    "memory": (MemoryMediaConfig, _build_memory, "wall"),
+    "image": (ImageMediaConfig, _build_image, "wall"),
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str = ""
+    protocol: str = "espidf"
+    seed: int = 1
+    espidf: EspIdfConfig = field(default_factory=EspIdfConfig)
+    sd: dict[str, Any] = field(default_factory=dict)
+    flash: dict[str, Any] = field(default_factory=dict)
+    sd_fat: FatConfig = field(default_factory=lambda: FatConfig(allocation_unit_bytes=65536, partition_start_lba=63))
+    sd_littlefs: LittleFsConfig = field(default_factory=LittleFsConfig)
+    extra: dict[str, Any] = field(default_factory=dict)   # protocol/media tables handled by their modules
+    source_dir: Path | None = None
+    raw: dict[str, Any] = field(default_factory=dict)      # the merged TOML, for --set and metadata
+
+    def media_config(self, section: str) -> tuple[str, Any]:
+        table = dict(getattr(self, section))
+        kind = table.pop("media", None)
+        if kind is None:
+            raise ConfigError(f"scenario {self.name}: [{section}] needs media = one of {', '.join(MEDIA)}")
+        if kind not in MEDIA:
+            raise ConfigError(f"scenario {self.name}: unknown {section}.media {kind!r} (known: {', '.join(MEDIA)})")
+        cls = MEDIA[kind][0]
+        return kind, from_mapping(cls, table, section)
+
+    def clock_kind(self) -> str:
+        kinds = {MEDIA[t.get("media", "memory")][2] for t in (self.sd, self.flash) if t and t.get("media") in MEDIA}
+        return "virtual" if "virtual" in kinds else "wall"
+
+    def build(self) -> Built:
+        clock: Clock = VirtualClock() if self.clock_kind() == "virtual" else WallClock()
+        stack: dict[str, Any] = {"scenario": self.name, "protocol": self.protocol}
+        devices: list[BlockDevice] = []
+        sd_dev = None
+        factories: dict[str, Callable[[], Any]] = {}
+        counters: dict[str, tuple[BlockDevice, ...]] = {}
+        if self.sd:
+            kind, cfg = self.media_config("sd")
+            sd_dev, meta = MEDIA[kind][1](cfg, self, clock)
+            devices.append(sd_dev)
+            stack["sd"] = {**meta, "device": sd_dev.describe()}
+            stack["sd_fat"] = to_mapping(self.sd_fat)
+            stack["sd_littlefs"] = to_mapping(self.sd_littlefs)
+            fat_cfg, lfs_cfg = self.sd_fat, self.sd_littlefs
+            dev = sd_dev
+            factories["sd_fatfs"] = lambda: FatFileSystem(dev, fat_cfg)
+            factories["sd_littlefs"] = lambda: LittleFsFileSystem(dev, lfs_cfg)
+        flash_raw = None
+        if self.flash:
+            kind, cfg = self.media_config("flash")
+            flash_target, meta = MEDIA[kind][1](cfg, self, clock)
+            # flash builders return a FlashTarget-like object with the parts' devices and factories
+            devices.append(flash_target)
+            stack["flash"] = meta
+            flash_raw = getattr(flash_target, "raw_device", None)
+            factories.update(getattr(flash_target, "fs_factories", {}))
+            counters.update(getattr(flash_target, "counter_devices", {}))
+        target = Target(sd_device=sd_dev, flash_raw_device=flash_raw, fs_factories=factories,
+                        counter_devices=counters)
+        return Built(target, clock, stack, devices)
+
+
+_SCENARIO_KEYS = {"name", "description", "protocol", "seed", "espidf", "sd", "flash", "sd_fat", "sd_littlefs",
+                  "extends"}
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.name[:-5] for p in (DATA / "scenarios").iterdir() if p.name.endswith(".toml"))
+
+
+def _read_toml(text: str, where: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{where}: invalid TOML: {e}") from None
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _load_raw(name_or_path: str, seen: tuple[str, ...] = ()) -> tuple[dict[str, Any], Path | None]:
+    if name_or_path in seen:
+        raise ConfigError(f"scenario {name_or_path}: 'extends' loops ({' -> '.join(seen + (name_or_path,))})")
+    p = Path(name_or_path)
+    if name_or_path.endswith(".toml"):
+        if not p.is_file():
+            raise ConfigError(f"scenario file not found: {name_or_path}")
+        try:
+            text = p.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"cannot read scenario file {name_or_path}: {e}") from None
+        data, src = _read_toml(text, name_or_path), p.resolve().parent
+        data.setdefault("name", p.stem)
+    else:
+        res = DATA / "scenarios" / f"{name_or_path}.toml"
+        if not res.is_file():
+            import difflib
+
+            close = difflib.get_close_matches(name_or_path, builtin_names(), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else " (see `sdbench scenarios`)"
+            raise ConfigError(f"unknown scenario {name_or_path!r}{hint}")
+        data, src = _read_toml(res.read_text(), f"scenario {name_or_path}"), None
+        data.setdefault("name", name_or_path)
+    parent = data.pop("extends", None)
+    if parent:
+        base, base_src = _load_raw(parent, seen + (name_or_path,))
+        base.pop("name", None)
+        data = _merge(base, data)
+        src = src or base_src
+    return data, src
+
+
+def load(name_or_path: str, overrides: list[str] | None = None) -> Scenario:
+    """Load a built-in scenario by name or a user's TOML file, with ``a.b=value`` overrides."""
+    data, src = _load_raw(name_or_path)
+    if overrides:
+        data = apply_overrides(data, overrides)
+    unknown = sorted(k for k in data if k not in _SCENARIO_KEYS and k not in _EXTRA_TABLES)
+    if unknown:
+        raise ConfigError(f"scenario {data.get('name')}: unknown key {unknown[0]!r}")
+    protocol = data.get("protocol", "espidf")
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"scenario {data.get('name')}: unknown protocol {protocol!r} (known: {', '.join(PROTOCOLS)})")
+    try:
+        seed = int(data.get("seed", 1))
+    except (TypeError, ValueError):
+        raise ConfigError("seed must be an integer") from None
+    kw: dict[str, Any] = {}
+    if "espidf" in data:
+        kw["espidf"] = from_mapping(EspIdfConfig, data["espidf"], "espidf")
+    if "sd_fat" in data:
+        kw["sd_fat"] = from_mapping(FatConfig, _merge(to_mapping(Scenario("x").sd_fat), data["sd_fat"]), "sd_fat")
+    if "sd_littlefs" in data:
+        kw["sd_littlefs"] = from_mapping(LittleFsConfig, data["sd_littlefs"], "sd_littlefs")
+    for section in ("sd", "flash"):
+        if section in data and not isinstance(data[section], dict):
+            raise ConfigError(f"[{section}] must be a table")
+    sc = Scenario(name=str(data["name"]), description=str(data.get("description", "")), protocol=protocol,
+                  seed=seed, sd=data.get("sd", {}), flash=data.get("flash", {}),
+                  extra={k: data[k] for k in _EXTRA_TABLES if k in data}, source_dir=src, raw=data, **kw)
+    # validate media tables now, so errors come before any work
+    for section in ("sd", "flash"):
+        if getattr(sc, section):
+            sc.media_config(section)
+    return sc
+
+
+#: extra top-level tables that other modules read from Scenario.extra (e.g. the P2 protocol's config)
+_EXTRA_TABLES: set[str] = set()
+
+
+def describe_all() -> list[tuple[str, str]]:
+    out = []
+    for n in builtin_names():
+        data, _ = _load_raw(n)
+        out.append((n, str(data.get("description", ""))))
+    return out

@@ -1,0 +1,122 @@
+"""`sdbench run` and friends from the user's side: output, JSON, bad input."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sdbench.cli import main
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_version(capsys):
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out.startswith("sdbench ")
+
+
+def test_scenarios_lists_default(capsys):
+    code, out, _ = run(capsys, "scenarios")
+    assert code == 0
+    assert "espidf-memory" in out and out.startswith("| scenario | description |")
+
+
+def test_run_memory_prints_every_row_in_espidf_format(capsys, tmp_path):
+    j = tmp_path / "out.json"
+    code, out, err = run(capsys, "run", "espidf-memory", "--runs", "2", "--json", str(j), "-q")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 40
+    import re
+
+    pat = re.compile(r"^\[.{55}\] \(\d+x\) [ \d.]{8} ms [ \d.]{8} kB [ \d.]{10} MB/s$")
+    assert all(pat.match(l) for l in lines), lines[:3]
+    doc = json.loads(j.read_text())
+    assert doc["sdbench_version"] and doc["runs"][0]["clock"] == "wall"
+    row = doc["runs"][0]["rows"][0]
+    for key in ("label", "op", "bytes", "runs", "time_ms", "time_ms_median", "time_ms_min", "time_ms_max",
+                "time_ms_stdev", "mib_s", "counters"):
+        assert key in row
+    assert row["runs"] == 2 and len(row["samples_ms"]) == 2
+    assert row["counters"]["writes"] == 2
+
+
+def test_table_format_is_markdown(capsys):
+    code, out, _ = run(capsys, "run", "--runs", "1", "-f", "table", "-q", "--set", "espidf.parts=['sd_raw']")
+    assert code == 0
+    assert "| label | runs |" in out and "| SD raw write [16 kB label] | 1 |" in out
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["run", "no-such-scenario"], "unknown scenario"),
+    (["run", "--set", "espidf.runs=0"], "below the minimum"),
+    (["run", "--set", "espidf.target_size_bytes=1000"], "multiple of 512"),
+    (["run", "--set", "espidf.parts=['sd_bogus']"], "unknown part"),
+    (["run", "/nonexistent/scenario.toml"], "not found"),
+    (["run", "--json", "/nonexistent-dir/out.json"], "does not exist"),
+])
+def test_bad_input_is_one_line_exit_2(capsys, args, msg):
+    code, out, err = run(capsys, *args)
+    assert code == 2
+    assert msg in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_bad_runs_value_is_usage_error(capsys):
+    code, _, err = run(capsys, "run", "--runs", "0")
+    assert code == 2 and "Traceback" not in err
+
+
+def test_unwritable_json_leaves_nothing(capsys, tmp_path):
+    d = tmp_path / "ro"
+    d.mkdir()
+    d.chmod(0o500)
+    try:
+        import os
+
+        if os.access(d, os.W_OK):
+            pytest.skip("running as root: permissions are not enforced")
+        code, _, err = run(capsys, "run", "--runs", "1", "--json", str(d / "x.json"))
+        assert code == 2 and "permission denied" in err
+        assert list(d.iterdir()) == []
+    finally:
+        d.chmod(0o700)
+
+
+def test_json_into_a_directory_is_refused(capsys, tmp_path):
+    code, _, err = run(capsys, "run", "--runs", "1", "--json", str(tmp_path))
+    assert code == 2 and "is a directory" in err
+
+
+def test_corrupt_image_is_a_clear_error(capsys, tmp_path):
+    img = tmp_path / "card.img"
+    img.write_bytes(b"\x5a" * (4 << 20))
+    sc = tmp_path / "mine.toml"
+    sc.write_text(f'''
+protocol = "espidf"
+[espidf]
+runs = 1
+parts = ["sd_fatfs"]
+[sd]
+media = "image"
+path = "{img}"
+''')
+    # formatting is part of the protocol, so a garbage image is simply reformatted: not an error
+    code, out, err = run(capsys, "run", str(sc), "-q")
+    assert code == 0, err
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[sd]\nmedia = "image"\npath = "missing.img"\n')
+    code, _, err = run(capsys, "run", str(bad))
+    assert code == 2 and "not found" in err
+
+
+def test_invalid_toml_is_a_clear_error(capsys, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("this is = = not toml")
+    code, _, err = run(capsys, "run", str(bad))
+    assert code == 2 and "invalid TOML" in err
