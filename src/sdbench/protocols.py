@@ -9,13 +9,30 @@ from . import __version__
 from .records import Row, RunRecord
 from .runner import Context, WallProgress
 from .scenarios import Built, Scenario
-from .workloads import espidf
+from .errors import ConfigError
+from .workloads import espidf, p2, rawseq
 
 #: protocol name -> (rows generator, number of timed calls)
+def _run_p2(sc: Scenario, b: Built, ctx: Context) -> Iterator[Row]:
+    return p2.run(_sd(sc, b), lambda: b.target.make_fs("sd_fatfs"), sc.p2, ctx, seed=sc.seed)
+
+
 PROTOCOL_RUNNERS: dict[str, tuple[Callable[[Scenario, Built, Context], Iterator[Row]], Callable[[Scenario], int]]] = {
     "espidf": (lambda sc, b, ctx: espidf.run(b.target, sc.espidf, ctx, seed=sc.seed),
                lambda sc: sc.espidf.timed_calls()),
+    "p2": (_run_p2, lambda sc: 8 * sc.p2.runs),
+    "raw": (lambda sc, b, ctx: rawseq.run(_sd(sc, b), sc.raw_seq, ctx, seed=sc.seed),
+            lambda sc: 2 * sc.raw_seq.passes * (sc.raw_seq.total_bytes // sc.raw_seq.chunk_bytes)),
 }
+
+
+def _sd(sc: Scenario, b: Built):
+    if b.target.sd_device is None:
+        raise ConfigError(f"scenario {sc.name}: protocol {sc.protocol} needs an [sd] device")
+    return b.target.sd_device
+
+#: the field ``--runs`` sets, per protocol
+RUNS_OVERRIDE = {"espidf": "espidf.runs", "p2": "p2.runs", "raw": "raw.passes"}
 
 UNSTABLE_CV = 0.10  # coefficient of variation above which a wall-clock row is flagged
 
@@ -30,8 +47,11 @@ def stability_warnings(rows: list[Row]) -> list[str]:
 
 
 def run_scenario(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
-                 on_row: Callable[[Row], None] | None = None) -> RunRecord:
+                 on_row: Callable[[Row], None] | None = None,
+                 on_built: Callable[[Built], None] | None = None) -> RunRecord:
     built = sc.build()
+    if on_built is not None:
+        on_built(built)
     try:
         gen, count = PROTOCOL_RUNNERS[sc.protocol]
         bar = WallProgress(count(sc), sc.name, enabled=progress)
@@ -48,8 +68,12 @@ def run_scenario(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
         built.close()
     simulated = built.clock.kind == "virtual"
     warnings = [] if simulated else stability_warnings(rows)
+    extra = {}
+    if sc.protocol == "p2":
+        bus = built.stack.get("sd", {}).get("bus", {})
+        extra["p2_summary"] = p2.summary(rows, float(bus.get("clock_hz", 25_000_000)))
     meta = {"sdbench_version": __version__, "host": platform.node(), "python": platform.python_version(),
-            "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+            "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), **extra}
     if simulated:
         meta.pop("created_utc")  # simulated records are byte-identical for the same scenario and seed
         meta.pop("host")

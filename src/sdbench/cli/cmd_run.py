@@ -12,7 +12,7 @@ import typer
 
 from .. import scenarios as scen
 from ..errors import SdbenchError
-from ..protocols import run_scenario
+from ..protocols import RUNS_OVERRIDE, run_scenario
 from ..records import Results, RunRecord
 from ..report_text import markdown_table
 from ..workloads.espidf import espidf_line
@@ -91,11 +91,10 @@ def register(app: typer.Typer) -> None:
         for n in names:
             sc_over = list(overrides)
             if runs is not None:
-                sc_over.append(f"espidf.runs={runs}")
-                sc_over.append(f"p2.runs={runs}")
+                sc_over.append(f"{RUNS_OVERRIDE[_protocol_of(n)]}={runs}")
             if seed is not None:
                 sc_over.append(f"seed={seed}")
-            loaded.append(scen.load(n, _applicable(n, sc_over)))
+            loaded.append(scen.load(n, sc_over))
         records = []
         for sc in loaded:
             if not quiet:
@@ -122,14 +121,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"| {name}{mark} | {desc} |")
 
 
-def _applicable(name: str, overrides: list[str]) -> list[str]:
-    """Keep --runs overrides only for the protocol the scenario uses."""
+def _protocol_of(name: str) -> str:
     data, _ = scen._load_raw(name)
     proto = data.get("protocol", "espidf")
-    out = []
-    for o in overrides:
-        key = o.split("=", 1)[0]
-        if key in ("espidf.runs", "p2.runs") and not key.startswith(proto + "."):
-            continue
-        out.append(o)
-    return out
+    return proto if proto in RUNS_OVERRIDE else "espidf"

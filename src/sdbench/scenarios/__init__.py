@@ -23,12 +23,16 @@ from ..fs.littlefs import LittleFsConfig, LittleFsFileSystem
 from ..media.base import BlockDevice, Geometry
 from ..media.image import ImageFileDevice
 from ..media.memory import MemoryDevice
+from ..media.sim.sdtarget import SimSdConfig, build_sim_sd
+from ..fs.costed import CostedFileSystem
 from ..options import apply_overrides, from_mapping, opt, to_mapping
 from ..workloads.espidf import EspIdfConfig, Target
+from ..workloads.p2 import P2Config
+from ..workloads.rawseq import RawSeqConfig
 
 DATA = resources.files("sdbench") / "data"
 DEFAULT_SCENARIO = "espidf-memory"
-PROTOCOLS = ("espidf", "p2")
+PROTOCOLS = ("espidf", "p2", "raw")
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,7 @@ def _build_image(cfg: ImageMediaConfig, scenario: "Scenario", clock: Clock) -> t
 MEDIA: dict[str, tuple[type, Callable[..., tuple[BlockDevice, dict[str, Any]]], str]] = {
     "memory": (MemoryMediaConfig, _build_memory, "wall"),
     "image": (ImageMediaConfig, _build_image, "wall"),
+    "sim": (SimSdConfig, build_sim_sd, "virtual"),
 }
 
 
@@ -91,6 +96,8 @@ class Scenario:
     protocol: str = "espidf"
     seed: int = 1
     espidf: EspIdfConfig = field(default_factory=EspIdfConfig)
+    p2: P2Config = field(default_factory=P2Config)
+    raw_seq: RawSeqConfig = field(default_factory=RawSeqConfig)
     sd: dict[str, Any] = field(default_factory=dict)
     flash: dict[str, Any] = field(default_factory=dict)
     sd_fat: FatConfig = field(default_factory=lambda: FatConfig(allocation_unit_bytes=65536, partition_start_lba=63))
@@ -131,6 +138,14 @@ class Scenario:
             dev = sd_dev
             factories["sd_fatfs"] = lambda: FatFileSystem(dev, fat_cfg)
             factories["sd_littlefs"] = lambda: LittleFsFileSystem(dev, lfs_cfg)
+            host = getattr(sd_dev, "host", None)
+            if host is not None and isinstance(clock, VirtualClock):
+                # the host's VFS/filesystem software time per read()/write() call
+                call_ns = host.cycles_ns(host.fs_call_cycles)
+                open_ns = host.cycles_ns(host.fs_open_cycles)
+                for part in ("sd_fatfs", "sd_littlefs"):
+                    make = factories[part]
+                    factories[part] = (lambda make=make: CostedFileSystem(make(), clock, call_ns, open_ns))
         flash_raw = None
         if self.flash:
             kind, cfg = self.media_config("flash")
@@ -146,12 +161,14 @@ class Scenario:
         return Built(target, clock, stack, devices)
 
 
-_SCENARIO_KEYS = {"name", "description", "protocol", "seed", "espidf", "sd", "flash", "sd_fat", "sd_littlefs",
+_SCENARIO_KEYS = {"name", "description", "protocol", "seed", "espidf", "p2", "raw", "sd", "flash", "sd_fat", "sd_littlefs",
                   "extends"}
 
 
 def builtin_names() -> list[str]:
-    return sorted(p.name[:-5] for p in (DATA / "scenarios").iterdir() if p.name.endswith(".toml"))
+    """Built-in scenarios; files starting with '_' are bases for ``extends`` and not listed."""
+    return sorted(p.name[:-5] for p in (DATA / "scenarios").iterdir()
+                  if p.name.endswith(".toml") and not p.name.startswith("_"))
 
 
 def _read_toml(text: str, where: str) -> dict[str, Any]:
@@ -221,6 +238,10 @@ def load(name_or_path: str, overrides: list[str] | None = None) -> Scenario:
     kw: dict[str, Any] = {}
     if "espidf" in data:
         kw["espidf"] = from_mapping(EspIdfConfig, data["espidf"], "espidf")
+    if "p2" in data:
+        kw["p2"] = from_mapping(P2Config, data["p2"], "p2")
+    if "raw" in data:
+        kw["raw_seq"] = from_mapping(RawSeqConfig, data["raw"], "raw")
     if "sd_fat" in data:
         kw["sd_fat"] = from_mapping(FatConfig, _merge(to_mapping(Scenario("x").sd_fat), data["sd_fat"]), "sd_fat")
     if "sd_littlefs" in data:

@@ -1,0 +1,404 @@
+"""Calibration: fit physical card and host parameters to published raw-level rows.
+
+A *fit group* is a set of scenarios that share a host profile.  Each group
+says which profile fields are free (with bounds) and which measured rows
+(``split == train``, raw-level: raw sector rows, mount, file open) constrain
+them.  The simulator itself is the model: every evaluation runs the scenarios'
+protocols on the virtual clock with the trial parameters, and
+``scipy.optimize.least_squares`` minimises the relative errors.
+
+Parameters that the rows cannot tell apart are pinned by a stated prior in
+the group (e.g. card-side gaps between blocks of a multi-block read are pulled
+towards zero, so the part common to every card is attributed to the host).
+Discrete card state (update-block size, the fill it starts with) is searched
+on a grid around the continuous fit.
+
+The shipped profiles in ``sdbench/data/{cards,hosts}`` are this module's
+output: ``sdbench calibrate --output-dir src/sdbench/data``.
+"""
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+import tomllib
+from dataclasses import dataclass, field, fields
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from scipy.optimize import least_squares, lsq_linear
+
+from .errors import ConfigError, SdbenchError
+from .media.sim.card import CardProfile
+from .media.sim.host import HostProfile
+from .media.sim.sdtarget import _profile_table
+from .protocols import run_scenario
+from .records import Row
+from .scenarios import load as load_scenario
+
+DATA = resources.files("sdbench") / "data"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    scenario: str
+    row: str
+    op: str
+    size_bytes: int
+    runs: int
+    value: float | None
+    unit: str
+    split: str
+    source: str
+    note: str
+
+
+def load_measurements(path: str | Path | None = None) -> list[Measurement]:
+    """Read a measurements CSV (default: the copy shipped with sdbench)."""
+    try:
+        text = Path(path).read_text() if path else (DATA / "measurements.csv").read_text()
+    except OSError as e:
+        raise SdbenchError(f"cannot read measurements file {path}: {e.strerror}") from None
+    out = []
+    reader = csv.DictReader(text.splitlines())
+    need = {"scenario", "row", "op", "size_bytes", "runs", "value", "unit", "split"}
+    if not reader.fieldnames or not need <= set(reader.fieldnames):
+        raise SdbenchError(f"{path or 'measurements.csv'}: not a measurements file (needs columns "
+                           f"{', '.join(sorted(need))})")
+    for i, r in enumerate(reader, start=2):
+        try:
+            out.append(Measurement(r["scenario"], r["row"], r["op"], int(r["size_bytes"] or 0), int(r["runs"] or 0),
+                                   float(r["value"]) if r["value"] else None, r["unit"], r["split"],
+                                   r.get("source", ""), r.get("note", "")))
+        except ValueError as e:
+            raise SdbenchError(f"{path or 'measurements.csv'} line {i}: {e}") from None
+    return out
+
+
+def row_value(row: Row, unit: str) -> float:
+    """A row's figure in a measurement's unit."""
+    t = row.time_ms
+    if unit == "ms":
+        return t
+    if unit in ("us", "µs"):
+        return t * 1000.0
+    if t <= 0:
+        return 0.0
+    if unit == "KiB/s":
+        return row.bytes / 1024 / (t / 1000.0)
+    if unit == "MB/s":
+        return row.bytes / 1e6 / (t / 1000.0)
+    if unit == "MiB/s":
+        return row.bytes / 1048576 / (t / 1000.0)
+    raise SdbenchError(f"unknown unit {unit!r} in measurements")
+
+
+# ---- fit groups ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Param:
+    target: str          # "card:<scenario>" or "host"
+    name: str            # profile field
+    lo: float
+    hi: float
+    prior_weight: float = 0.0   # > 0: residual pulling the value towards lo (scaled by prior_scale)
+    prior_scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class FitGroup:
+    name: str
+    description: str
+    scenarios: tuple[str, ...]
+    host: str
+    params: tuple[Param, ...]
+    # protocol overrides that restrict runs to the rows being fitted
+    restrict: tuple[str, ...] = ()
+    rows: tuple[str, ...] = ()  # labels used (train rows of these scenarios with these labels)
+    grid: tuple[tuple[str, tuple[float, ...]], ...] = ()  # card fields searched on a grid (single-scenario groups)
+    # with a grid: card fields whose effect on the rows is linear (costs of events the grid places);
+    # solved exactly for every grid point from three simulations
+    grid_linear: tuple[str, ...] = ()
+    grid_max: tuple[str, str] | None = None  # (field, limit field): skip grid points where field >= limit
+
+
+P2_CARDS = ("sandisk-industrial-16gb", "lexar-v30-64gb", "lexar-blue-128gb", "samsung-evo-128gb",
+            "sandisk-switch-128gb", "sandisk-extreme-64gb", "samsung-pro-endurance-128gb", "amazon-basics-64gb",
+            "pny-16gb")
+P2_ROWS = ("Mount", "File Open", "Raw Read 1x512B", "Raw Read 64x (32KB)", "Raw Write 1x512B", "Raw Write 64x (32KB)")
+
+
+def _p2_group() -> FitGroup:
+    scen = tuple(f"p2-spi25-350mhz-{c}" for c in P2_CARDS)
+    params: list[Param] = [Param("host", "block_cycles", 0, 60000), Param("host", "fs_open_cycles", 0, 2_000_000)]
+    for s in scen:
+        params += [
+            Param(f"card:{s}", "init_ms", 0, 5000),
+            Param(f"card:{s}", "read_access_us", 0, 20000),
+            # card-side gaps are pulled to zero: the per-block cost every card shows belongs to the host
+            Param(f"card:{s}", "read_block_gap_us", 0, 2000, prior_weight=0.02, prior_scale=10.0),
+            Param(f"card:{s}", "write_busy_single_us", 0, 100000),
+            Param(f"card:{s}", "write_busy_end_us", 0, 100000),
+        ]
+    return FitGroup("p2", "Propeller 2 benchmark cards, SPI 25 MHz (host p2-350mhz shared)", scen, "p2-350mhz",
+                    tuple(params), restrict=("p2.metrics=" + repr(list(P2_ROWS)),), rows=P2_ROWS)
+
+
+def _espidf_group() -> FitGroup:
+    s = "espidf-esp32-sdmmc4-40mhz"
+    c = f"card:{s}"
+    return FitGroup(
+        "espidf-esp32", "ESP-IDF perf_benchmark card on ESP32 SDMMC 4-bit 40 MHz (SD raw rows)", (s,), "esp32-sdmmc",
+        (Param(c, "read_access_us", 0, 5000), Param(c, "write_busy_end_us", 0, 20000),
+         Param(c, "merge_base_ms", 0, 2000), Param(c, "merge_copy_us_per_kib", 0, 2000)),
+        restrict=("espidf.parts=['sd_raw']",),
+        rows=tuple(f"SD raw {op} [{k} kB label]" for k in (16, 32, 48, 64) for op in ("write", "read")),
+        grid=(("update_block_bytes", tuple(float(m << 20) for m in (4, 6, 8, 10, 12, 16))),
+              ("initial_update_fill_bytes", tuple(float(k * 65536) for k in range(0, 256, 8)))),
+        grid_linear=("merge_base_ms", "merge_copy_us_per_kib"),
+        grid_max=("initial_update_fill_bytes", "update_block_bytes"))
+
+
+def _s3_group(name: str, scenario: str, host: str) -> FitGroup:
+    c = f"card:{scenario}"
+    return FitGroup(name, f"{scenario}: raw sector read/write", (scenario,), host,
+                    (Param(c, "read_access_us", 0, 20000), Param(c, "write_busy_end_us", 0, 100000)),
+                    rows=("raw sectors write", "raw sectors read"))
+
+
+def groups() -> dict[str, FitGroup]:
+    gs = [_espidf_group(), _p2_group(), _s3_group("esp32s3-spi", "esp32s3-spi20mhz", "esp32s3-sdspi"),
+          _s3_group("esp32s3-sdmmc", "esp32s3-sdmmc4-40mhz", "esp32s3-sdmmc")]
+    return {g.name: g for g in gs}
+
+
+# ---- evaluation ---------------------------------------------------------------------------
+
+@dataclass
+class FitResult:
+    group: str
+    card_params: dict[str, dict[str, float]]      # scenario -> fitted card fields
+    card_names: dict[str, str]                    # scenario -> card profile name
+    host_params: dict[str, float]
+    residuals: list[tuple[str, str, float, float]]  # scenario, row, measured, predicted
+    cost: float
+    evaluations: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+class _Evaluator:
+    def __init__(self, group: FitGroup, meas: list[Measurement]) -> None:
+        self.g = group
+        self.targets: dict[str, list[Measurement]] = {}
+        for s in group.scenarios:
+            rows = [m for m in meas if m.scenario == s and m.split == "train" and m.value is not None
+                    and (not group.rows or m.row in group.rows)]
+            if rows:
+                self.targets[s] = rows
+        if not self.targets:
+            raise SdbenchError(f"no train rows for fit group {group.name} in the measurements file")
+        self.card_names = {s: str(load_scenario(s).sd.get("card")) for s in group.scenarios}
+        self.evals = 0
+
+    def overrides(self, x: np.ndarray, fixed: dict[str, dict[str, float]]) -> dict[str, list[str]]:
+        per: dict[str, list[str]] = {s: list(self.g.restrict) for s in self.g.scenarios}
+        for s, kv in fixed.items():
+            per[s] += [f"sd.card_params.{k}={_num(v)}" for k, v in kv.items()]
+        for p, v in zip(self.g.params, x):
+            if p.target == "host":
+                for s in per:
+                    per[s].append(f"sd.host_params.{p.name}={_num(v)}")
+            else:
+                s = p.target.split(":", 1)[1]
+                per[s].append(f"sd.card_params.{p.name}={_num(v)}")
+        return per
+
+    def predict(self, scenario: str, overrides: list[str]) -> dict[str, Row]:
+        self.evals += 1
+        rec = run_scenario(load_scenario(scenario, overrides))
+        return {r.label: r for r in rec.rows}
+
+    def residuals(self, x: np.ndarray, fixed: dict[str, dict[str, float]],
+                  only: set[str] | None = None) -> np.ndarray:
+        per = self.overrides(x, fixed)
+        res = []
+        for s in self.g.scenarios:
+            if s not in self.targets:
+                continue
+            if only is not None and s not in only:
+                res += [0.0] * len(self.targets[s])
+                continue
+            rows = self.predict(s, per[s])
+            for m in self.targets[s]:
+                if m.row not in rows:
+                    raise SdbenchError(f"scenario {s} did not emit row {m.row!r}")
+                res.append((row_value(rows[m.row], m.unit) - m.value) / m.value)  # type: ignore[operator]
+        for p, v in zip(self.g.params, x):
+            if p.prior_weight:
+                res.append(p.prior_weight * (v - p.lo) / p.prior_scale)
+        return np.array(res)
+
+
+def _num(v: float) -> str:
+    return repr(round(float(v), 6))
+
+
+def _initial(group: FitGroup) -> np.ndarray:
+    x0 = []
+    for p in group.params:
+        if p.target == "host":
+            v = float(_profile_table("host", group.host, None).get(p.name, getattr(HostProfile(), p.name)))
+        else:
+            s = p.target.split(":", 1)[1]
+            card = str(load_scenario(s).sd.get("card"))
+            v = float(_profile_table("card", card, None).get(p.name, getattr(CardProfile(), p.name)))
+        x0.append(min(max(v, p.lo), p.hi))
+    return np.array(x0)
+
+
+def _sparsity(group: FitGroup, ev: _Evaluator) -> np.ndarray:
+    rows: list[str] = []
+    for s in group.scenarios:
+        rows += [s] * len(ev.targets.get(s, []))
+    n_prior = sum(1 for p in group.params if p.prior_weight)
+    m = np.zeros((len(rows) + n_prior, len(group.params)), dtype=int)
+    k = len(rows)
+    for j, p in enumerate(group.params):
+        for i, s in enumerate(rows):
+            if p.target == "host" or p.target == f"card:{s}":
+                m[i, j] = 1
+        if p.prior_weight:
+            m[k, j] = 1
+            k += 1
+    return m
+
+
+def fit(group_name: str, meas: list[Measurement], progress: Callable[[str], None] | None = None) -> FitResult:
+    gs = groups()
+    if group_name not in gs:
+        raise ConfigError(f"unknown fit group {group_name!r} (known: {', '.join(gs)})")
+    g = gs[group_name]
+    ev = _Evaluator(g, meas)
+    x0 = _initial(g)
+    lo = np.array([p.lo for p in g.params])
+    hi = np.array([p.hi for p in g.params])
+    scale = np.maximum(np.abs(x0), 1.0)
+
+    def solve(fixed: dict[str, dict[str, float]], start: np.ndarray) -> tuple[np.ndarray, float]:
+        # a few % steps: busy polling makes the model piecewise constant at the µs scale
+        r = least_squares(lambda x: ev.residuals(x, fixed), start, bounds=(lo, hi), x_scale=scale,
+                          jac_sparsity=_sparsity(g, ev), diff_step=0.03, xtol=1e-6, ftol=1e-8, max_nfev=60)
+        return r.x, float(np.sum(r.fun ** 2))
+
+    if g.grid:
+        s = g.scenarios[0]
+        names = [n for n, _ in g.grid]
+        # 1. continuous fit with the card's current state parameters
+        x, cost = solve({}, x0)
+        # 2. grid over the discrete state; the linear costs solved exactly at every point
+        lin_idx = [i for i, p in enumerate(g.params) if p.name in g.grid_linear]
+        best = (cost, x, {})
+        for combo in itertools.product(*[vals for _, vals in g.grid]):
+            fixed = {s: dict(zip(names, combo))}
+            if g.grid_max and fixed[s][g.grid_max[0]] >= fixed[s][g.grid_max[1]]:
+                continue
+            xb = x.copy()
+            xb[lin_idx] = 0.0
+            r0 = ev.residuals(xb, fixed)
+            cols = []
+            for i in lin_idx:
+                xi = xb.copy()
+                xi[i] = 1.0
+                cols.append(ev.residuals(xi, fixed) - r0)
+            a = np.array(cols).T
+            sol = lsq_linear(a, -r0, bounds=(lo[lin_idx], hi[lin_idx]))
+            xc = xb.copy()
+            xc[lin_idx] = sol.x
+            c = float(np.sum((r0 + a @ sol.x) ** 2))
+            if progress:
+                progress(f"{group_name}: {', '.join(f'{n}={v:g}' for n, v in fixed[s].items())} -> cost {c:.4g}")
+            if c < best[0]:
+                best = (c, xc, fixed)
+        # 3. polish everything continuous at the best grid point
+        x, cost = solve(best[2], best[1])
+        fixed = best[2]
+    else:
+        x, cost = solve({}, x0)
+        fixed = {}
+    per = ev.overrides(x, fixed)
+    residuals = []
+    for s in g.scenarios:
+        if s not in ev.targets:
+            continue
+        rows = ev.predict(s, per[s])
+        for m in ev.targets[s]:
+            residuals.append((s, m.row, float(m.value), row_value(rows[m.row], m.unit)))  # type: ignore[arg-type]
+    card_params: dict[str, dict[str, float]] = {s: dict(fixed.get(s, {})) for s in g.scenarios}
+    host_params: dict[str, float] = {}
+    for p, v in zip(g.params, x):
+        if p.target == "host":
+            host_params[p.name] = float(v)
+        else:
+            card_params[p.target.split(":", 1)[1]][p.name] = float(v)
+    return FitResult(g.name, card_params, ev.card_names, host_params, residuals, cost, ev.evals)
+
+
+# ---- writing profiles ---------------------------------------------------------------------
+
+_INT_FIELDS = {f.name for f in fields(CardProfile) if f.type in (int, "int")} | \
+              {f.name for f in fields(HostProfile) if f.type in (int, "int")}
+
+
+def _fmt(name: str, v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if name in _INT_FIELDS:
+        return str(int(round(v)))
+    return repr(round(float(v), 3))
+
+
+def write_profile(kind: str, name: str, updates: dict[str, float], out_dir: Path, header: list[str]) -> Path:
+    """Write profile ``name`` = the current profile with ``updates`` applied, to out_dir/<kind>s/<name>.toml."""
+    table = _profile_table(kind, name, None)
+    table.update(updates)
+    cls = CardProfile if kind == "card" else HostProfile
+    order = [f.name for f in fields(cls)]
+    lines = [f"# {h}" for h in header]
+    for k in order:
+        if k in table:
+            lines.append(f"{k} = {_fmt(k, table[k])}")
+    path = out_dir / f"{kind}s" / f"{name}.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "\n".join(lines) + "\n"
+    tomllib.loads(text)  # never write a profile that does not load
+    tmp = path.with_suffix(".toml.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path
+
+
+def write_results(res: FitResult, out_dir: Path) -> list[Path]:
+    paths = []
+    by_scen: dict[str, list[tuple[str, float, float]]] = {}
+    for s, row, m, p in res.residuals:
+        by_scen.setdefault(s, []).append((row, m, p))
+    for s, params in res.card_params.items():
+        if not params:
+            continue
+        hdr = [f"fitted by `sdbench calibrate {res.group}` from the train rows of {s}:"]
+        hdr += [f"  {row}: measured {m:g}, model {p:.4g} ({(p - m) / m * 100:+.1f} %)" for row, m, p in
+                by_scen.get(s, [])]
+        paths.append(write_profile("card", res.card_names[s], params, out_dir, hdr))
+    if res.host_params:
+        host = groups()[res.group].host
+        hdr = [f"fields {', '.join(sorted(res.host_params))} fitted by `sdbench calibrate {res.group}`"]
+        paths.append(write_profile("host", host, res.host_params, out_dir, hdr))
+    return paths
+
+
+def relative_error(measured: float, predicted: float) -> float:
+    return (predicted - measured) / measured if measured else math.inf

@@ -1,0 +1,76 @@
+"""Host CPU cost of file calls above the device (VFS, filesystem code).
+
+On a simulated target, a read()/write() call costs software time before and
+after any device I/O: the VFS dispatch, the filesystem's bookkeeping, and
+copies of partial sectors.  :class:`CostedFileSystem` charges that time on the
+stack's virtual clock (category ``host``) and otherwise passes every call
+through to the real filesystem code.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..clock import VirtualClock
+from .base import File, FileStat, FileSystem
+
+
+class CostedFile(File):
+    def __init__(self, fs: "CostedFileSystem", inner: File) -> None:
+        super().__init__(fs, inner.path, inner.mode)
+        self.inner = inner
+        self._fs = fs
+
+    def read(self, size: int = -1, *, buf_addr: int = 0) -> bytes:
+        self._fs.charge()
+        return self.inner.read(size, buf_addr=buf_addr)
+
+    def write(self, data: bytes, *, buf_addr: int = 0) -> int:
+        self._fs.charge()
+        return self.inner.write(data, buf_addr=buf_addr)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self.inner.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.inner.tell()
+
+    def _close(self) -> None:
+        self.inner.close()
+
+
+class CostedFileSystem(FileSystem):
+    def __init__(self, inner: FileSystem, clock: VirtualClock, call_ns: float, open_ns: float = 0.0) -> None:
+        super().__init__(inner.device)
+        self.inner, self.clock, self.call_ns, self.open_ns = inner, clock, call_ns, open_ns
+        self.kind = inner.kind
+
+    def charge(self) -> None:
+        self.clock.advance_ns(self.call_ns, "host")
+
+    def _format(self) -> None:
+        self.inner.format()
+
+    def _mount(self) -> None:
+        self.inner.mount()
+
+    def _unmount(self) -> None:
+        self.inner.unmount()
+
+    def _open(self, path: str, mode: str) -> File:
+        self.clock.advance_ns(self.open_ns, "host")
+        return CostedFile(self, self.inner.open(path, mode))
+
+    def _stat(self, path: str) -> FileStat:
+        return self.inner.stat(path)
+
+    def _remove(self, path: str) -> None:
+        self.inner.remove(path)
+
+    def _listdir(self, path: str) -> list[str]:
+        return self.inner.listdir(path)
+
+    def describe(self) -> dict[str, Any]:
+        d = self.inner.describe()
+        d["call_cost_us"] = self.call_ns / 1e3
+        d["open_cost_us"] = self.open_ns / 1e3
+        return d

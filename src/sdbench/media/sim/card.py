@@ -1,0 +1,174 @@
+"""SD card model: what the card adds on top of the bus.
+
+* Read access: time from the read command to the first data block
+  (``read_access_us``), and between blocks of a multi-block read
+  (``read_block_gap_us``, the card fetching the next flash page).
+* Writes: busy after a single-block write, per block inside a multi-block write
+  (visible when programming is slower than the bus), and at the end of a
+  multi-block write (flushing its buffer).
+* Allocation units (AU): writes land in an *update block* per open AU, as
+  in hybrid-mapping FTLs (cf. flashbench).  When an update block is full, or a
+  write needs an AU that is not open and all ``open_aus`` slots are taken, the
+  card merges: erase plus copying the valid pages that are not in the update
+  block.  An AU written front to back in one update block merges by switching
+  blocks (no copy).  Merges are deterministic given the write sequence.
+* Random pauses: background work the host cannot predict, drawn per write
+  command from a seeded distribution (probability and lognormal length).
+  A different seed changes only these.
+* Erase: busy per erase command plus per erased sector.
+* Initialisation: the ACMD41 power-up loop until the card reports ready.
+
+All times are physical (µs or ms in the field names).  Card profiles are
+data (``sdbench/data/cards/*.toml``), fitted by ``sdbench calibrate``.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from ...options import opt
+
+
+@dataclass(frozen=True)
+class CardProfile:
+    name: str = opt("generic", help="card name")
+    description: str = opt("", help="what card this is and where its figures come from")
+    capacity_bytes: int = opt(16_000_000_000, unit="B", min=1 << 20, help="user capacity")
+    read_access_us: float = opt(250.0, unit="µs", min=0, help="read command to first data block")
+    read_block_gap_us: float = opt(2.0, unit="µs", min=0,
+                                   help="extra time per further block of a multi-block read")
+    write_busy_single_us: float = opt(400.0, unit="µs", min=0, help="busy after a single-block write (CMD24)")
+    write_busy_block_us: float = opt(10.0, unit="µs", min=0,
+                                     help="busy after each block inside a multi-block write (CMD25)")
+    write_busy_end_us: float = opt(1200.0, unit="µs", min=0,
+                                   help="busy after the last block of a multi-block write (buffer flush)")
+    page_bytes: int = opt(16384, unit="B", min=512, help="flash page: smallest unit the card programs")
+    au_bytes: int = opt(4 << 20, unit="B", min=16384, help="allocation unit (erase block group)")
+    update_block_bytes: int = opt(4 << 20, unit="B", min=16384,
+                                  help="space of one AU's update block before it must be merged")
+    open_aus: int = opt(2, unit="AUs", min=1, max=64, help="AUs the card keeps open for writing at once")
+    initial_update_fill_bytes: int = opt(0, unit="B", min=0,
+                                         help="bytes already in AU 0's update block when the run starts "
+                                              "(state left by earlier use)")
+    merge_base_ms: float = opt(0.0, unit="ms", min=0, help="fixed cost of a merge (erase, bookkeeping)")
+    merge_copy_us_per_kib: float = opt(0.0, unit="µs/KiB", min=0, help="cost of copying one KiB of valid data "
+                                                                       "during a merge")
+    pause_probability: float = opt(0.0, min=0.0, max=1.0,
+                                   help="chance per write command of a background pause (seeded)")
+    pause_median_ms: float = opt(50.0, unit="ms", min=0, help="median length of a background pause")
+    pause_sigma: float = opt(0.8, min=0.0, max=5.0, help="lognormal shape of pause lengths")
+    erase_busy_us: float = opt(250.0, unit="µs", min=0, help="busy per erase command (CMD38)")
+    erase_busy_per_sector_us: float = opt(0.05, unit="µs", min=0, help="additional erase busy per sector")
+    init_ms: float = opt(250.0, unit="ms", min=0, help="power-up initialisation: ACMD41 loop until ready")
+    erased_byte: int = opt(0, min=0, max=255, help="value read back after an erase (DATA_STAT_AFTER_ERASE)")
+
+
+@dataclass
+class _AuState:
+    used_bytes: int = 0            # update block fill
+    end_offset: int = -1           # byte just after the last write (a write starting here fills the open page)
+    next_sequential: int = 0       # next page index if the AU is being written front to back
+    sequential: bool = True
+    ever_merged: bool = False      # after a merge the AU's data block holds a full AU of pages
+    pages: set[int] | None = None  # distinct pages written since the last merge
+
+
+class CardModel:
+    """Card timing state.  Durations are returned in nanoseconds; the driver
+    decides how the host experiences them (polling, ticks, bus tokens)."""
+
+    def __init__(self, profile: CardProfile, seed: int = 1) -> None:
+        self.p = profile
+        self._rng = random.Random(f"card-pauses:{seed}")
+        self._open: dict[int, _AuState] = {}   # insertion order = LRU order
+        self._merged: set[int] = set()
+        self.merges = 0
+        self.pauses = 0
+        self.pause_ns_total = 0
+        if profile.initial_update_fill_bytes:
+            st = self._open.setdefault(0, _AuState(pages=set()))
+            st.used_bytes = profile.initial_update_fill_bytes
+            st.sequential = False
+
+    # ---- reads ----------------------------------------------------------------------
+    def read_access_ns(self) -> float:
+        return self.p.read_access_us * 1e3
+
+    def read_block_gap_ns(self) -> float:
+        return self.p.read_block_gap_us * 1e3
+
+    # ---- writes ---------------------------------------------------------------------
+    def write_block_busy_ns(self, multi: bool) -> float:
+        return (self.p.write_busy_block_us if multi else 0.0) * 1e3
+
+    def write_done_busy_ns(self, lba: int, count: int, sector_bytes: int, multi: bool) -> float:
+        """Busy after a write command's data (CMD24 block, or end of CMD25)."""
+        base = self.p.write_busy_end_us if multi else self.p.write_busy_single_us
+        busy = base * 1e3 + self._ftl_write(lba * sector_bytes, count * sector_bytes)
+        if self.p.pause_probability > 0 and self._rng.random() < self.p.pause_probability:
+            pause = self.p.pause_median_ms * 1e6 * math.exp(self.p.pause_sigma * self._rng.gauss(0.0, 1.0))
+            self.pauses += 1
+            self.pause_ns_total += int(pause)
+            busy += pause
+        return busy
+
+    def _ftl_write(self, offset: int, nbytes: int) -> float:
+        """Account a write in the update blocks; returns merge time in ns."""
+        p = self.p
+        cost = 0.0
+        page = p.page_bytes
+        first_page, last_page = offset // page, (offset + nbytes - 1) // page
+        pages_per_au = p.au_bytes // page
+        for au in range(first_page // pages_per_au, last_page // pages_per_au + 1):
+            lo = max(first_page, au * pages_per_au)
+            hi = min(last_page, (au + 1) * pages_per_au - 1)
+            n_pages = hi - lo + 1
+            st = self._open.pop(au, None)
+            if st is None:
+                if len(self._open) >= p.open_aus:
+                    victim, vst = next(iter(self._open.items()))
+                    del self._open[victim]
+                    cost += self._merge(victim, vst)
+                st = _AuState(pages=set())
+            w_start = max(offset, au * p.au_bytes)
+            w_end = min(offset + nbytes, (au + 1) * p.au_bytes)
+            if w_start == st.end_offset:
+                # continues the previous write: the card's buffer fills the partly written page first
+                need = w_end - w_start
+            else:
+                need = -(-st.used_bytes // page) * page - st.used_bytes + n_pages * page
+            if st.used_bytes + need > p.update_block_bytes:
+                cost += self._merge(au, st)
+                st = _AuState(pages=set())
+                need = n_pages * page
+            if lo != au * pages_per_au + st.next_sequential:
+                st.sequential = False
+            st.next_sequential = hi - au * pages_per_au + 1
+            st.end_offset = w_end
+            st.used_bytes += need
+            assert st.pages is not None
+            st.pages.update(range(lo, hi + 1))
+            self._open[au] = st  # most recently used last
+        return cost
+
+    def _merge(self, au: int, st: _AuState) -> float:
+        p = self.p
+        self.merges += 1
+        pages_per_au = p.au_bytes // p.page_bytes
+        written = len(st.pages or ())
+        if st.sequential and written == pages_per_au:
+            copy_pages = 0  # switch merge: the update block becomes the data block
+        elif au in self._merged:
+            copy_pages = pages_per_au - written  # the old data block holds a whole AU
+        else:
+            copy_pages = 0  # first merge: only what was written is valid
+        self._merged.add(au)
+        return (p.merge_base_ms * 1e3 + copy_pages * p.page_bytes / 1024 * p.merge_copy_us_per_kib) * 1e3
+
+    # ---- erase and init ---------------------------------------------------------------
+    def erase_busy_ns(self, count: int) -> float:
+        return (self.p.erase_busy_us + self.p.erase_busy_per_sector_us * count) * 1e3
+
+    def init_ns(self) -> float:
+        return self.p.init_ms * 1e6

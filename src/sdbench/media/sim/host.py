@@ -1,0 +1,46 @@
+"""Host profiles: the MCU and its driver's software costs, in CPU cycles.
+
+Costs are in cycles at ``cpu_hz`` so a change of system clock is expressible
+(the P2 benchmark ran the same code at 350 and 250 MHz).  Profiles are data in
+``sdbench/data/hosts/*.toml``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...options import opt
+
+DRIVERS = ("sdmmc", "sdspi", "p2spi", "generic")
+
+
+@dataclass(frozen=True)
+class HostProfile:
+    name: str = opt("generic", help="host name")
+    description: str = opt("", help="board/MCU and driver")
+    driver: str = opt("generic", choices=DRIVERS,
+                      help="driver behaviour: sdmmc (ESP-IDF SDMMC host), sdspi (ESP-IDF SDSPI), p2spi (Propeller 2 "
+                           "smart-pin SPI), generic (one command per request, no alignment rules)")
+    cpu_hz: int = opt(240_000_000, unit="Hz", min=1_000_000, help="CPU clock the cycle counts run at")
+    transaction_cycles: int = opt(6000, unit="cycles", min=0,
+                                  help="software cost of one command transaction (set up, interrupt, wake-up)")
+    block_cycles: int = opt(0, unit="cycles", min=0,
+                            help="software cost per 512-byte data block (per-block transactions, DMA refill)")
+    byte_cycles: float = opt(0.0, unit="cycles/B", min=0,
+                             help="software cost per data byte moved by the CPU (bit-banging, smart-pin FIFO)")
+    crc_cycles_per_byte: float = opt(0.0, unit="cycles/B", min=0, help="software CRC16 over data blocks")
+    copy_cycles_per_byte: float = opt(0.25, unit="cycles/B", min=0, help="memcpy cost (bounce buffers, copies)")
+    call_cycles: int = opt(0, unit="cycles", min=0,
+                           help="cost of one block-device call above the driver (VFS, diskio glue)")
+    fs_call_cycles: int = opt(0, unit="cycles", min=0,
+                              help="cost of one file read()/write() call through the VFS and filesystem, "
+                                   "excluding device I/O")
+    fs_open_cycles: int = opt(0, unit="cycles", min=0,
+                              help="cost of one file open() through the VFS and filesystem, excluding device I/O")
+    dma_align_bytes: int = opt(4, unit="B", min=1, help="buffer address alignment the DMA needs; 1 = none")
+    rtos_tick_hz: int = opt(100, unit="Hz", min=1, help="RTOS tick (vTaskDelay(1) waits for the next tick)")
+    poll_yield_after_us: float = opt(100_000.0, unit="µs", min=0,
+                                     help="sdmmc: busy polling with CMD13 yields one tick after this long, "
+                                          "then after doubling intervals")
+
+    def cycles_ns(self, cycles: float) -> float:
+        return cycles * 1e9 / self.cpu_hz

@@ -1,0 +1,81 @@
+"""Simulated SD targets for scenarios: ``[sd] media = "sim"``.
+
+A target is host profile + bus + card profile on a virtual clock.  Profiles
+are TOML data (``sdbench/data/hosts``, ``sdbench/data/cards``); a scenario
+names them and may override single fields in ``[sd.host_params]`` /
+``[sd.card_params]``.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ...clock import VirtualClock
+from ...errors import ConfigError
+from ...options import from_mapping, opt, to_mapping
+from .bus import BusConfig, SdBus
+from .card import CardProfile
+from .host import HostProfile
+from .sdhost import SdHostDriver
+
+DATA = resources.files("sdbench") / "data"
+
+
+@dataclass(frozen=True)
+class SimSdConfig:
+    host: str = opt("esp32-sdmmc", help="host profile (file in sdbench/data/hosts, or a path to a TOML file)")
+    card: str = opt("generic-sdhc", help="card profile (file in sdbench/data/cards, or a path to a TOML file)")
+    bus: BusConfig = opt(factory=BusConfig, help="bus kind and clock")
+    host_params: dict[str, Any] = opt(factory=dict, help="overrides of host profile fields")
+    card_params: dict[str, Any] = opt(factory=dict, help="overrides of card profile fields")
+    capacity_bytes: int = opt(0, unit="B", min=0, help="card capacity; 0 = the card profile's")
+    log_commands: bool = opt(False, help="record every command (for sdbench trace)")
+
+
+def _profile_table(kind: str, name: str, base_dir: Path | None) -> dict[str, Any]:
+    if name.endswith(".toml"):
+        p = Path(name)
+        if not p.is_absolute() and base_dir is not None:
+            p = base_dir / p
+        if not p.is_file():
+            raise ConfigError(f"{kind} profile file not found: {p}")
+        text = p.read_text()
+    else:
+        res = DATA / f"{kind}s" / f"{name}.toml"
+        if not res.is_file():
+            known = sorted(x.name[:-5] for x in (DATA / f"{kind}s").iterdir() if x.name.endswith(".toml"))
+            raise ConfigError(f"unknown {kind} profile {name!r} (known: {', '.join(known)})")
+        text = res.read_text()
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{kind} profile {name}: invalid TOML: {e}") from None
+
+
+def load_host(name: str, overrides: dict[str, Any] | None = None, base_dir: Path | None = None) -> HostProfile:
+    t = _profile_table("host", name, base_dir)
+    t.update(overrides or {})
+    return from_mapping(HostProfile, t, f"host {name}")
+
+
+def load_card(name: str, overrides: dict[str, Any] | None = None, base_dir: Path | None = None) -> CardProfile:
+    t = _profile_table("card", name, base_dir)
+    t.update(overrides or {})
+    return from_mapping(CardProfile, t, f"card {name}")
+
+
+def build_sim_sd(cfg: SimSdConfig, scenario: Any, clock: Any) -> tuple[SdHostDriver, dict[str, Any]]:
+    if not isinstance(clock, VirtualClock):
+        raise ConfigError("simulated media need the virtual clock")
+    base = getattr(scenario, "source_dir", None)
+    host = load_host(cfg.host, cfg.host_params, base)
+    card_over = dict(cfg.card_params)
+    if cfg.capacity_bytes:
+        card_over["capacity_bytes"] = cfg.capacity_bytes
+    card = load_card(cfg.card, card_over, base)
+    dev = SdHostDriver(host, SdBus(cfg.bus), card, clock, seed=scenario.seed, log_commands=cfg.log_commands)
+    meta = {"media": "sim", "host": to_mapping(host), "bus": to_mapping(cfg.bus), "card": to_mapping(card)}
+    return dev, meta

@@ -1,0 +1,176 @@
+"""The Propeller 2 SD driver benchmark (SPI at 25 MHz), per card.
+
+Metrics, each averaged over ``runs`` iterations:
+
+* Mount (ms): card power-up initialisation (CMD0, CMD8, ACMD41 until ready,
+  CMD58, CSD) plus the filesystem mount (MBR and boot sector reads).
+* File Open (µs): opening an existing file in a near-empty root directory.
+* Raw Read/Write 1x512B (one CMD17/CMD24) and 64x (32 KiB, one CMD18/CMD25),
+  in KiB/s (KB = 1024).
+* File Read 256KB: a 256 KiB file read sequentially through the file API in
+  ``file_read_chunk_bytes`` calls; File Write 32KB: a 32 KiB file created and
+  written in ``file_write_chunk_bytes`` calls, the close included (it commits
+  the FAT and directory entry).
+* Summary (in the run's metadata): multi-sector gain (64x over 1x) and
+  efficiency against the SPI byte rate (clock/8 = 3052 KiB/s at 25 MHz).
+
+The filesystem is FAT32 through FatFs; the card is formatted and the test
+files are created before timing starts.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError
+from ..fs.base import FileSystem
+from ..fs.raw import RawVolume
+from ..media.base import BlockDevice
+from ..options import opt
+from ..records import Row
+from ..runner import Context
+
+KIB = 1024
+METRICS = ("Mount", "File Open", "Raw Read 1x512B", "Raw Read 64x (32KB)", "Raw Write 1x512B",
+           "Raw Write 64x (32KB)", "File Read", "File Write")
+
+
+@dataclass(frozen=True)
+class P2Config:
+    runs: int = opt(10, unit="iterations", min=1, max=100_000, help="iterations averaged per metric")
+    raw_lba: int = opt(0, unit="sector", min=0,
+                       help="first sector of the raw tests; 0 = the middle of the card (free space)")
+    file_read_bytes: int = opt(256 * KIB, unit="B", min=512, help="size of the file read test")
+    file_write_bytes: int = opt(32 * KIB, unit="B", min=512, help="size of the file write test")
+    file_read_chunk_bytes: int = opt(512, unit="B", min=1, help="bytes per read call of the file read test")
+    file_write_chunk_bytes: int = opt(32 * KIB, unit="B", min=1, help="bytes per write call of the file write test")
+    open_files_in_root: int = opt(2, unit="files", min=1, max=64, help="files in the root directory")
+    metrics: tuple[str, ...] = opt(factory=lambda: METRICS, help="metrics to run (default: all, in this order)")
+
+    def __post_init__(self) -> None:
+        bad = [m for m in self.metrics if m not in METRICS]
+        if bad:
+            raise ConfigError(f"p2.metrics: unknown metric {bad[0]!r} (known: {', '.join(METRICS)})")
+
+
+def kib_per_s(nbytes: int):
+    def value(row: Row) -> float:
+        return (nbytes / KIB) / (row.time_ms / 1000.0) if row.time_ms > 0 else 0.0
+
+    return value
+
+
+def run(device: BlockDevice, make_fs, cfg: P2Config, ctx: Context, *, seed: int = 1) -> Iterator[Row]:
+    """``device`` is the simulated card driver (it must offer ``initialise()``); ``make_fs`` builds FAT on it."""
+    if not hasattr(device, "initialise"):
+        raise ConfigError("the P2 protocol needs a simulated SD card (media = \"sim\")")
+    rng = random.Random(seed)
+    want = set(cfg.metrics)
+    fs: FileSystem = make_fs()
+    # set-up, untimed: format, create the files the tests read and open
+    fs.format()
+    fs.mount()
+    read_data = rng.randbytes(cfg.file_read_bytes)
+    with fs.open("/read.bin", "w") as f:
+        f.write(read_data)
+    for i in range(cfg.open_files_in_root - 1):
+        with fs.open(f"/file{i}.txt", "w") as f:
+            f.write(b"x" * 100)
+    fs.unmount()
+
+    if "Mount" in want:
+        rt = ctx.row("Mount", "mount", 0, (device,), unit="ms")
+
+        def mount() -> None:
+            device.initialise()  # type: ignore[attr-defined]
+            fs.mount()
+
+        for _ in range(cfg.runs):
+            rt.time(mount)
+            fs.unmount()
+        yield rt.finish()
+    fs.mount()
+
+    if "File Open" in want:
+        rt = ctx.row("File Open", "open", 0, (device,), unit="us", value_fn=lambda r: r.time_ms * 1000.0)
+        for _ in range(cfg.runs):
+            f = rt.time(lambda: fs.open("/read.bin", "r"))
+            f.close()
+        yield rt.finish()
+
+    # Raw sector tests, in free space away from the files
+    vol = RawVolume(device)
+    ss = device.geometry.sector_size
+    lba = cfg.raw_lba or (device.geometry.sector_count // 2) // 64 * 64
+    for op, count, label in (("read", 1, "Raw Read 1x512B"), ("read", 64, "Raw Read 64x (32KB)"),
+                             ("write", 1, "Raw Write 1x512B"), ("write", 64, "Raw Write 64x (32KB)")):
+        if label not in want:
+            continue
+        n = count * ss
+        rt = ctx.row(label, op, n, (device,), unit="KiB/s", value_fn=kib_per_s(n))
+        data = rng.randbytes(n)
+        for _ in range(cfg.runs):
+            if op == "read":
+                rt.time(lambda: vol.read(lba * ss, n))
+            else:
+                rt.time(lambda: vol.write(lba * ss, data))
+        yield rt.finish()
+
+    if "File Read" in want:
+        yield _file_read(fs, device, cfg, ctx)
+    if "File Write" in want:
+        yield _file_write(fs, device, cfg, ctx, rng)
+    fs.unmount()
+
+
+def _file_read(fs: FileSystem, device: BlockDevice, cfg: P2Config, ctx: Context) -> Row:
+    n = cfg.file_read_bytes
+    rt = ctx.row(f"File Read {n // KIB}KB", "read", n, (device,), unit="KiB/s", value_fn=kib_per_s(n))
+    chunk = cfg.file_read_chunk_bytes
+    for _ in range(cfg.runs):
+        f = fs.open("/read.bin", "r")
+
+        def read_all() -> None:
+            got = 0
+            while got < n:
+                got += len(f.read(min(chunk, n - got)))
+
+        rt.time(read_all)
+        f.close()
+    return rt.finish()
+
+
+def _file_write(fs: FileSystem, device: BlockDevice, cfg: P2Config, ctx: Context, rng: random.Random) -> Row:
+    """Create and write a file; the close is timed too (it commits the FAT and directory entry)."""
+    n = cfg.file_write_bytes
+    rt = ctx.row(f"File Write {n // KIB}KB", "write", n, (device,), unit="KiB/s", value_fn=kib_per_s(n))
+    data = rng.randbytes(n)
+    chunk = cfg.file_write_chunk_bytes
+    for _ in range(cfg.runs):
+        f = fs.open("/write.bin", "w")
+
+        def write_all() -> None:
+            for off in range(0, n, chunk):
+                f.write(data[off:off + chunk])
+            f.close()
+
+        rt.time(write_all)
+    return rt.finish()
+
+
+def summary(rows: list[Row], spi_clock_hz: float) -> dict[str, Any]:
+    """Multi-sector gain and efficiency against the SPI byte rate (clock/8)."""
+    by = {r.label: r for r in rows}
+    theo = spi_clock_hz / 8 / KIB
+    out: dict[str, Any] = {"spi_byte_rate_kib_s": theo}
+    for op in ("Read", "Write"):
+        one, many = by.get(f"Raw {op} 1x512B"), by.get(f"Raw {op} 64x (32KB)")
+        if one and many and one.value:
+            out[f"multi_sector_gain_{op.lower()}"] = many.value / one.value  # type: ignore[operator]
+            out[f"raw_{op.lower()}_efficiency"] = many.value / theo  # type: ignore[operator]
+    for label in ("File Read 256KB", "File Write 32KB"):
+        if label in by and by[label].value:
+            out[f"{label.lower().replace(' ', '_')}_efficiency"] = by[label].value / theo  # type: ignore[operator]
+    return out
