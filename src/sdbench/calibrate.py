@@ -152,12 +152,13 @@ def _espidf_group() -> FitGroup:
     return FitGroup(
         "espidf-esp32", "ESP-IDF perf_benchmark card on ESP32 SDMMC 4-bit 40 MHz (SD raw rows)", (s,), "esp32-sdmmc",
         (Param(c, "read_access_us", 0, 5000), Param(c, "write_busy_end_us", 0, 20000),
-         Param(c, "merge_base_ms", 0, 2000), Param(c, "merge_copy_us_per_kib", 0, 2000)),
+         Param(c, "merge_base_ms", 0, 2000), Param(c, "merge_copy_us_per_kib", 0, 2000),
+         Param(c, "first_write_ms", 0, 2000)),
         restrict=("espidf.parts=['sd_raw']",),
         rows=tuple(f"SD raw {op} [{k} kB label]" for k in (16, 32, 48, 64) for op in ("write", "read")),
         grid=(("update_block_bytes", tuple(float(m << 20) for m in (4, 6, 8, 10, 12, 16))),
               ("initial_update_fill_bytes", tuple(float(k * 65536) for k in range(0, 256, 8)))),
-        grid_linear=("merge_base_ms", "merge_copy_us_per_kib"),
+        grid_linear=("merge_base_ms", "merge_copy_us_per_kib", "first_write_ms"),
         grid_max=("initial_update_fill_bytes", "update_block_bytes"))
 
 
@@ -205,14 +206,14 @@ class _Evaluator:
     def overrides(self, x: np.ndarray, fixed: dict[str, dict[str, float]]) -> dict[str, list[str]]:
         per: dict[str, list[str]] = {s: list(self.g.restrict) for s in self.g.scenarios}
         for s, kv in fixed.items():
-            per[s] += [f"sd.card_params.{k}={_num(v)}" for k, v in kv.items()]
+            per[s] += [f"sd.card_params.{k}={_num(k, v)}" for k, v in kv.items()]
         for p, v in zip(self.g.params, x):
             if p.target == "host":
                 for s in per:
-                    per[s].append(f"sd.host_params.{p.name}={_num(v)}")
+                    per[s].append(f"sd.host_params.{p.name}={_num(p.name, v)}")
             else:
                 s = p.target.split(":", 1)[1]
-                per[s].append(f"sd.card_params.{p.name}={_num(v)}")
+                per[s].append(f"sd.card_params.{p.name}={_num(p.name, v)}")
         return per
 
     def predict(self, scenario: str, overrides: list[str]) -> dict[str, Row]:
@@ -241,7 +242,9 @@ class _Evaluator:
         return np.array(res)
 
 
-def _num(v: float) -> str:
+def _num(name: str, v: float) -> str:
+    if name in _INT_FIELDS:
+        return str(int(round(v)))
     return repr(round(float(v), 6))
 
 

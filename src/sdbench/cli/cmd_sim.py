@@ -164,9 +164,9 @@ def register(app: typer.Typer) -> None:
 
         data, _ = scen._load_raw(scenario)
         proto = data.get("protocol", "espidf")
+        if scen.load(scenario, list(set_)).sd.get("media") != "sim":
+            raise SdbenchError(f"scenario {scenario} has no simulated SD card to trace")
         sc = scen.load(scenario, list(set_) + ["sd.log_commands=true", f"{RUNS_OVERRIDE[proto]}={runs}"])
-        if sc.sd.get("media") != "sim":
-            raise SdbenchError(f"scenario {sc.name} has no simulated SD card to trace")
         windows: list[tuple[int, int, str]] = []
         listener = _Windows(windows)
         built_dev: list[Any] = []

@@ -74,6 +74,8 @@ class FatConfig:
     sector_size_bytes: int = opt(512, unit="B", choices=(512, 4096),
                                  help="FAT sector size; 4096 runs over a 512-byte bridge (see module doc)")
     root_entries: int = opt(512, min=16, help="FAT16 root directory entries")
+    trim_on_format: bool = opt(True, help="discard the whole volume before laying it out, as f_mkfs does when "
+                                          "FatFs is built with FF_USE_TRIM (ESP-IDF: on)")
     align_sectors: int = opt(1, unit="sectors", min=1,
                              help="align the data area to this many sectors (FatFs uses the device's erase "
                                   "block size; ESP-IDF's SD driver reports none, so 1)")
@@ -307,7 +309,10 @@ class FatFileSystem(FileSystem):
             big.sectors_per_cluster * ratio, big.cluster_count)
 
     def _format(self) -> None:
-        fatformat.write_volume(self.volume_device, self.plan_layout())
+        layout = self.plan_layout()
+        if self.config.trim_on_format:
+            self.volume_device.trim(layout.volume_start, layout.volume_sectors)
+        fatformat.write_volume(self.volume_device, layout)
 
     # ---- mount ---------------------------------------------------------------------
     def _mount(self) -> None:

@@ -44,14 +44,25 @@ class CardProfile:
     write_busy_end_us: float = opt(1200.0, unit="µs", min=0,
                                    help="busy after the last block of a multi-block write (buffer flush)")
     page_bytes: int = opt(16384, unit="B", min=512, help="flash page: smallest unit the card programs")
+    small_write_unit_bytes: int = opt(512, unit="B", min=512,
+                                      help="update-block space a scattered write shorter than a page takes: cards "
+                                           "keep small writes (FAT and directory updates) in a sector-mapped buffer, "
+                                           "as the Speed Class rules for file-system updates require")
     au_bytes: int = opt(4 << 20, unit="B", min=16384, help="allocation unit (erase block group)")
     update_block_bytes: int = opt(4 << 20, unit="B", min=16384,
                                   help="space of one AU's update block before it must be merged")
     open_aus: int = opt(2, unit="AUs", min=1, max=64, help="AUs the card keeps open for writing at once")
+    preconditioned: bool = opt(True, help="every page holds data from earlier use (a card that has been written "
+                                          "all over), so merges copy what the update block did not rewrite")
+    first_write_ms: float = opt(0.0, unit="ms", min=0,
+                                help="extra busy of the first write after power-up (loading the mapping tables)")
     initial_update_fill_bytes: int = opt(0, unit="B", min=0,
                                          help="bytes already in AU 0's update block when the run starts "
                                               "(state left by earlier use)")
-    merge_base_ms: float = opt(0.0, unit="ms", min=0, help="fixed cost of a merge (erase, bookkeeping)")
+    merge_base_ms: float = opt(0.0, unit="ms", min=0, help="fixed cost of a merge that copies (erase, bookkeeping)")
+    switch_merge_ms: float = opt(2.0, unit="ms", min=0,
+                                 help="cost of a switch merge (an AU written front to back becomes the data block: "
+                                      "only the old block is erased); NAND block erase typical")
     merge_copy_us_per_kib: float = opt(0.0, unit="µs/KiB", min=0, help="cost of copying one KiB of valid data "
                                                                        "during a merge")
     pause_probability: float = opt(0.0, min=0.0, max=1.0,
@@ -70,7 +81,6 @@ class _AuState:
     end_offset: int = -1           # byte just after the last write (a write starting here fills the open page)
     next_sequential: int = 0       # next page index if the AU is being written front to back
     sequential: bool = True
-    ever_merged: bool = False      # after a merge the AU's data block holds a full AU of pages
     pages: set[int] | None = None  # distinct pages written since the last merge
 
 
@@ -82,7 +92,9 @@ class CardModel:
         self.p = profile
         self._rng = random.Random(f"card-pauses:{seed}")
         self._open: dict[int, _AuState] = {}   # insertion order = LRU order
-        self._merged: set[int] = set()
+        # valid pages of each AU outside its update block (absent: every page, if preconditioned, else none)
+        self._valid: dict[int, set[int]] = {}
+        self._first_write_done = False
         self.merges = 0
         self.pauses = 0
         self.pause_ns_total = 0
@@ -106,6 +118,9 @@ class CardModel:
         """Busy after a write command's data (CMD24 block, or end of CMD25)."""
         base = self.p.write_busy_end_us if multi else self.p.write_busy_single_us
         busy = base * 1e3 + self._ftl_write(lba * sector_bytes, count * sector_bytes)
+        if not self._first_write_done:
+            self._first_write_done = True
+            busy += self.p.first_write_ms * 1e6
         if self.p.pause_probability > 0 and self._rng.random() < self.p.pause_probability:
             pause = self.p.pause_median_ms * 1e6 * math.exp(self.p.pause_sigma * self._rng.gauss(0.0, 1.0))
             self.pauses += 1
@@ -135,38 +150,68 @@ class CardModel:
             w_end = min(offset + nbytes, (au + 1) * p.au_bytes)
             if w_start == st.end_offset:
                 # continues the previous write: the card's buffer fills the partly written page first
-                need = w_end - w_start
+                new_used = st.used_bytes + (w_end - w_start)
+            elif w_end - w_start < page:
+                new_used = st.used_bytes + max(w_end - w_start, p.small_write_unit_bytes)
             else:
-                need = -(-st.used_bytes // page) * page - st.used_bytes + n_pages * page
-            if st.used_bytes + need > p.update_block_bytes:
+                new_used = -(-st.used_bytes // page) * page + (w_end - w_start)
+            if -(-new_used // page) * page > p.update_block_bytes:
                 cost += self._merge(au, st)
                 st = _AuState(pages=set())
-                need = n_pages * page
-            if lo != au * pages_per_au + st.next_sequential:
+                new_used = w_end - w_start
+            # in order = starts on the next page, or continues the previous write inside its last page
+            if w_start != st.end_offset and lo != au * pages_per_au + st.next_sequential:
                 st.sequential = False
             st.next_sequential = hi - au * pages_per_au + 1
             st.end_offset = w_end
-            st.used_bytes += need
+            st.used_bytes = new_used
             assert st.pages is not None
             st.pages.update(range(lo, hi + 1))
             self._open[au] = st  # most recently used last
         return cost
 
+    def _valid_pages(self, au: int) -> set[int]:
+        v = self._valid.get(au)
+        if v is None:
+            ppa = self.p.au_bytes // self.p.page_bytes
+            v = set(range(au * ppa, (au + 1) * ppa)) if self.p.preconditioned else set()
+            self._valid[au] = v
+        return v
+
     def _merge(self, au: int, st: _AuState) -> float:
+        """Close an update block: copy the AU's valid pages the update block did not rewrite."""
         p = self.p
         self.merges += 1
         pages_per_au = p.au_bytes // p.page_bytes
-        written = len(st.pages or ())
-        if st.sequential and written == pages_per_au:
-            copy_pages = 0  # switch merge: the update block becomes the data block
-        elif au in self._merged:
-            copy_pages = pages_per_au - written  # the old data block holds a whole AU
-        else:
-            copy_pages = 0  # first merge: only what was written is valid
-        self._merged.add(au)
+        written = st.pages or set()
+        valid = self._valid_pages(au)
+        copy_pages = len(valid - written)
+        valid |= written
+        if st.sequential and len(written) == pages_per_au:
+            return p.switch_merge_ms * 1e6  # switch merge: the update block becomes the data block
         return (p.merge_base_ms * 1e3 + copy_pages * p.page_bytes / 1024 * p.merge_copy_us_per_kib) * 1e3
 
     # ---- erase and init ---------------------------------------------------------------
+    def discard(self, lba: int, count: int, sector_bytes: int) -> None:
+        """Erase/discard: pages wholly inside the range hold no valid data any more.  An AU wholly
+        inside also loses its update block (dropped, no merge)."""
+        p = self.p
+        start, end = lba * sector_bytes, (lba + count) * sector_bytes
+        first_page, end_page = -(-start // p.page_bytes), end // p.page_bytes
+        ppa = p.au_bytes // p.page_bytes
+        for au in range(start // p.au_bytes, -(-end // p.au_bytes)):
+            lo, hi = max(first_page, au * ppa), min(end_page, (au + 1) * ppa)
+            if hi <= lo:
+                continue
+            gone = range(lo, hi)
+            self._valid_pages(au).difference_update(gone)
+            st = self._open.get(au)
+            if st is not None:
+                if hi - lo == ppa:
+                    del self._open[au]
+                elif st.pages:
+                    st.pages.difference_update(gone)
+
     def erase_busy_ns(self, count: int) -> float:
         return (self.p.erase_busy_us + self.p.erase_busy_per_sector_us * count) * 1e3
 

@@ -181,6 +181,14 @@ class SdHostDriver(BlockDevice):
         self.store.write(lba, data)
 
     def _erase(self, lba: int, count: int) -> None:
+        self._erase_cmds(lba, count)
+        self.store.erase(lba, count)
+
+    def _trim(self, lba: int, count: int) -> None:
+        # ESP-IDF's CTRL_TRIM: the same CMD32/33/38 sequence (discard argument); the data may stay
+        self._erase_cmds(lba, count)
+
+    def _erase_cmds(self, lba: int, count: int) -> None:
         self._sw(self.host.call_cycles)
         for name, arg in (("CMD32", lba), ("CMD33", lba + count - 1)):
             t0 = self._command(name, arg)
@@ -195,7 +203,7 @@ class SdHostDriver(BlockDevice):
         if self.bus.is_spi:
             t0 = self._command("CMD13", 0, "R2")
             self._event(t0, "CMD13", 0)
-        self.store.erase(lba, count)
+        self.card.discard(lba, count, SECTOR)
 
     # ---- native SD mode ---------------------------------------------------------------
     def _sdmmc_read(self, lba: int, count: int, *, poll: bool = True) -> None:
