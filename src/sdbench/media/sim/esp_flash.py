@@ -1,0 +1,434 @@
+"""ESP32 SPI1 flash driver model (ESP-IDF ``esp_flash`` / ``esp_partition``) over a NOR chip.
+
+What one API call turns into on the bus, following ESP-IDF v5's
+``esp_flash_api.c``, ``spi_flash_chip_generic.c`` and the memspi host slicers:
+
+* **read** (``esp_flash_read``): chunks of at most ``read_chunk_bytes``
+  (16 KiB, MAX_READ_CHUNK), each inside one lock section (SPI1 lock + cache
+  disable/enable: ``op_overhead_cycles``).  Inside, one read command per at
+  most ``max_read_bytes`` (64 B: the SPI1 data buffer, SPI_FLASH_HAL_MAX_READ_BYTES),
+  in the configured ``flash_mode``; each command costs ``cmd_overhead_cycles``
+  of host software plus its bus clocks.
+* **write** (``esp_flash_write``): chunks of at most ``write_chunk_bytes`` (8 KiB,
+  MAX_WRITE_CHUNK), each a lock section preceded by the yield check.  Inside,
+  one page program per at most ``max_write_bytes`` (64 B) that never crosses a
+  256-byte page.  Per program: wait idle (RDSR), WREN, RDSR (WEL check),
+  wait idle (RDSR), PP, then RDSR polling every ``poll_interval_us`` (20 µs,
+  CHIP_WAIT_IDLE_INTERVAL_US) until WIP clears.
+* **erase** (``esp_flash_erase_region``): per 64 KiB block where aligned and
+  long enough, else per 4 KiB sector: yield check, lock section, RDSR, WREN,
+  RDSR, SE/BE64, RDSR polling.
+* **yield** (CONFIG_SPI_FLASH_YIELD_DURING_ERASE, default on; checked before
+  every write chunk and erase command): when the flash has been held for
+  ``erase_yield_duration_ms`` (20 ms) without a release of at least one tick,
+  the task sleeps ``erase_yield_ticks`` (vTaskDelay: until the next tick boundary).
+
+Time goes to the clock's ``host`` (software), ``bus`` (SPI transfers),
+``flash`` (waiting for program/erase) and ``rtos`` (yields) categories.
+Buffers are taken to be in internal RAM (direct read/write, no bounce copy).
+
+The driver is a byte-addressed BlockDevice (sector_size 1, erase_size 4096,
+erase_value 0xFF) over the whole chip or a partition window
+(``offset_bytes``/``size_bytes``), which is what ``esp_partition_read/write/
+erase_range`` offer to wear levelling, SPIFFS and littlefs.
+"""
+from __future__ import annotations
+
+import random
+import tomllib
+from dataclasses import dataclass, fields
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ...clock import VirtualClock
+from ...errors import ConfigError
+from ...options import from_mapping, opt, to_mapping
+from ..base import BlockDevice, Geometry
+from ..wl import WearLevelling, WlConfig
+from .nor import (BLOCK64_BYTES, SECTOR_BYTES, FlashChipProfile, NorChipConfig, NorFlashChip,
+                  load_chip_profile)
+
+FLASH_MODES = ("qio", "qout", "dio", "dout", "fastrd", "slowrd")
+
+
+@dataclass(frozen=True)
+class EspFlashHostProfile:
+    """ESP32 + ESP-IDF esp_flash driver: software costs in CPU cycles, SPI1 settings, FreeRTOS yield rules."""
+
+    name: str = opt("esp32-flash", help="host name")
+    description: str = opt("", help="board/MCU, build configuration and where the figures come from")
+    cpu_hz: int = opt(160_000_000, unit="Hz", min=1_000_000, help="CPU clock the cycle counts run at")
+    flash_clock_hz: int = opt(40_000_000, unit="Hz", min=1_000_000,
+                              help="SPI1 flash clock (CONFIG_ESPTOOLPY_FLASHFREQ)")
+    flash_mode: str = opt("dio", choices=FLASH_MODES, help="read mode (CONFIG_ESPTOOLPY_FLASHMODE)")
+    cmd_overhead_cycles: int = opt(400, unit="cycles", min=0,
+                                   help="software cost of one SPI1 transaction (HAL register set-up, start, "
+                                        "done polling, data register copy)")
+    op_overhead_cycles: int = opt(3200, unit="cycles", min=0,
+                                  help="software cost of one lock section (SPI1 lock, cache disable + enable "
+                                       "incl. the other CPU, cache flush, partition/API checks)")
+    max_read_bytes: int = opt(64, unit="B", min=1, help="bytes per read command (SPI_FLASH_HAL_MAX_READ_BYTES)")
+    max_write_bytes: int = opt(64, unit="B", min=1, help="bytes per page program (SPI_FLASH_HAL_MAX_WRITE_BYTES)")
+    read_chunk_bytes: int = opt(16384, unit="B", min=1, help="bytes per lock section of a read (MAX_READ_CHUNK)")
+    write_chunk_bytes: int = opt(8192, unit="B", min=1,
+                                 help="bytes per lock section of a write (MAX_WRITE_CHUNK, "
+                                      "CONFIG_SPI_FLASH_WRITE_CHUNK_SIZE)")
+    poll_interval_us: float = opt(20.0, unit="µs", min=0, help="delay between RDSR polls (CHIP_WAIT_IDLE_INTERVAL_US)")
+    extra_dummy_clocks: int = opt(0, unit="clocks", min=0, max=16,
+                                  help="extra read dummy clocks for GPIO-matrix input delay (0 on IOMUX pins)")
+    rtos_tick_hz: int = opt(100, unit="Hz", min=1, help="FreeRTOS tick (CONFIG_FREERTOS_HZ)")
+    yield_during_erase: bool = opt(True, help="CONFIG_SPI_FLASH_YIELD_DURING_ERASE (also checked per write chunk)")
+    erase_yield_duration_ms: float = opt(20.0, unit="ms", min=0,
+                                         help="hold time before a yield (CONFIG_SPI_FLASH_ERASE_YIELD_DURATION_MS)")
+    erase_yield_ticks: int = opt(1, unit="ticks", min=1,
+                                 help="vTaskDelay of a yield (CONFIG_SPI_FLASH_ERASE_YIELD_TICKS)")
+
+    def cycles_ns(self, cycles: float) -> float:
+        return cycles * 1e9 / self.cpu_hz
+
+
+HOSTS_DATA = resources.files("sdbench") / "data" / "hosts"
+
+
+def load_esp_flash_host(name_or_path: str | Path = "esp32-flash",
+                        overrides: dict[str, Any] | None = None) -> EspFlashHostProfile:
+    """Load an ESP flash host profile by shipped name or from a TOML file path."""
+    p = Path(name_or_path)
+    if p.suffix == ".toml" and p.exists():
+        text, where = p.read_text(), str(p)
+    else:
+        res = HOSTS_DATA / f"{name_or_path}.toml"
+        if not res.is_file():
+            raise ConfigError(f"unknown ESP flash host profile {name_or_path!r}")
+        text, where = res.read_text(), f"hosts/{name_or_path}.toml"
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{where}: {e}") from None
+    if overrides:
+        data = {**data, **overrides}
+    return from_mapping(EspFlashHostProfile, data, "esp_flash_host")
+
+
+@dataclass
+class EspFlashCounters:
+    """What the driver did, beyond the chip's command counts."""
+
+    lock_sections: int = 0     # spiflash start/end pairs (cache disable/enable)
+    transactions: int = 0      # SPI1 user transactions (reads, WREN, RDSR, PP, SE, BE)
+    poll_waits: int = 0        # poll_interval delays while the chip was busy
+    yields: int = 0            # vTaskDelay yields during long writes/erases
+    yield_ns: int = 0
+
+
+class _OsState:
+    """Per-chip OS bookkeeping shared by all partitions of a chip (spi1 os_func context)."""
+
+    def __init__(self, now_ns: int) -> None:
+        self.acquired_since_ns = now_ns
+        self.released_since_ns = now_ns
+
+
+class Esp32FlashDriver(BlockDevice):
+    """esp_flash on SPI1 over a :class:`NorFlashChip`, byte-addressed, optionally a partition window."""
+
+    kind = "esp32-flash"
+
+    def __init__(self, chip: NorFlashChip, profile: EspFlashHostProfile | None = None, *, offset_bytes: int = 0,
+                 size_bytes: int | None = None, read_only: bool = False, _os: _OsState | None = None) -> None:
+        prof = profile or EspFlashHostProfile()
+        cap = chip.profile.capacity_bytes
+        size = cap - offset_bytes if size_bytes is None else size_bytes
+        if offset_bytes < 0 or offset_bytes % SECTOR_BYTES or size <= 0 or size % SECTOR_BYTES:
+            raise ConfigError(f"flash partition must be whole 4 KiB sectors: offset 0x{offset_bytes:X}, "
+                              f"size 0x{size:X}")
+        if offset_bytes + size > cap:
+            raise ConfigError(f"flash partition 0x{offset_bytes:X}+0x{size:X} does not fit the "
+                              f"{cap // 1024} KiB chip {chip.profile.name}")
+        super().__init__(Geometry(sector_size=1, sector_count=size, read_size=1, prog_size=1,
+                                  erase_size=SECTOR_BYTES, erase_value=0xFF), chip.clock, read_only=read_only)
+        chip.set_bus_clock(prof.flash_clock_hz)
+        chip.check_read_mode(prof.flash_mode)
+        self.chip = chip
+        self.profile = prof
+        self.offset_bytes = offset_bytes
+        self.vclock: VirtualClock = chip.vclock
+        self.counters = EspFlashCounters()
+        self._os = _os or _OsState(self.vclock.now_ns())
+        self._cmd_ns = prof.cycles_ns(prof.cmd_overhead_cycles)
+        self._op_ns = prof.cycles_ns(prof.op_overhead_cycles)
+        self._poll_ns = prof.poll_interval_us * 1e3
+        self._tick_ns = 1e9 / prof.rtos_tick_hz
+        self._mode = prof.flash_mode
+        self._page = chip.profile.page_size_bytes
+
+    def partition(self, offset_bytes: int, size_bytes: int) -> "Esp32FlashDriver":
+        """Another window on the same chip, sharing the driver's OS state (as esp_partition does)."""
+        return Esp32FlashDriver(self.chip, self.profile, offset_bytes=self.offset_bytes + offset_bytes,
+                                size_bytes=size_bytes, read_only=self.read_only, _os=self._os)
+
+    # ---- time helpers ----------------------------------------------------------------
+    def _host(self, ns: float) -> None:
+        self.vclock.advance_ns(ns, "host")
+
+    def _lock_section(self) -> None:
+        """spiflash start + end: SPI1 lock, caches off and on again (charged once, up front)."""
+        self.counters.lock_sections += 1
+        self.vclock.advance_ns(self._op_ns, "host")
+
+    def _release(self) -> None:
+        self._os.released_since_ns = self.vclock.now_ns()
+
+    def _yield_check(self) -> None:
+        """chip_drv->yield before a write chunk / erase command (spi_flash_os_check_yield)."""
+        prof = self.profile
+        if not prof.yield_during_erase:
+            return
+        os_ = self._os
+        now = self.vclock.now_ns()
+        if now - os_.released_since_ns >= prof.erase_yield_ticks * self._tick_ns:
+            os_.acquired_since_ns = now  # released long enough: as if it had just yielded
+        elif now - os_.acquired_since_ns >= prof.erase_yield_duration_ms * 1e6:
+            tick = self._tick_ns
+            wake = (int(now // tick) + prof.erase_yield_ticks) * tick  # vTaskDelay wakes on a tick
+            self.vclock.advance_ns(wake - now, "rtos")
+            self.counters.yields += 1
+            self.counters.yield_ns += int(round(wake - now))
+            os_.acquired_since_ns = self.vclock.now_ns()
+
+    def _wait_idle(self) -> None:
+        """spi_flash_chip_generic_wait_idle: RDSR, and while WIP: delay poll_interval, RDSR again.
+
+        Computed in closed form (one erase is thousands of polls): the k-th RDSR
+        samples the status at t0 + (k+1)*(cmd + rdsr) + k*interval.
+        """
+        chip = self.chip
+        h = self._cmd_ns
+        b = chip.rdsr_ns
+        now = self.vclock.now_ns()
+        first = now + h + b
+        busy_until = chip.busy_until_ns
+        waits = 0
+        if busy_until > first:
+            period = h + b + self._poll_ns
+            waits = int(-(-(busy_until - first) // period)) if period > 0 else 0
+        polls = waits + 1
+        self.vclock.advance_ns(polls * h, "host")
+        self.vclock.advance_ns(polls * b, "bus")
+        if waits:
+            self.vclock.advance_ns(waits * self._poll_ns, "flash")
+        # rounding of the steps to whole ns must not leave the chip busy at the last poll
+        late = chip.busy_until_ns - self.vclock.now_ns()
+        if late > 0:
+            self.vclock.advance_ns(late, "flash")
+        self.counters.transactions += polls
+        self.counters.poll_waits += waits
+        chip.note_status_reads(polls)
+
+    def _write_enable(self) -> None:
+        """set_chip_write_protect(false): wait idle, WREN, RDSR to check WEL."""
+        self._wait_idle()
+        self._host(self._cmd_ns)
+        self.chip.cmd_write_enable()
+        self._host(self._cmd_ns)
+        self.chip.cmd_read_status()
+        self.counters.transactions += 2
+
+    # ---- esp_flash API (absolute chip addresses) ------------------------------------
+    def flash_read(self, addr: int, size: int) -> bytes:
+        """esp_flash_read."""
+        chip = self.chip
+        out = bytearray()
+        step = self.profile.max_read_bytes
+        chunk_max = self.profile.read_chunk_bytes
+        mode, dummy, cmd_ns = self._mode, self.profile.extra_dummy_clocks, self._cmd_ns
+        adv = self.vclock.advance_ns
+        while size > 0:
+            chunk = min(chunk_max, size)
+            self._lock_section()
+            a, left = addr, chunk
+            while left > 0:
+                k = step if left > step else left
+                adv(cmd_ns, "host")
+                out += chip.cmd_read(a, k, mode, dummy)
+                self.counters.transactions += 1
+                a += k
+                left -= k
+            self._release()
+            addr += chunk
+            size -= chunk
+        return bytes(out)
+
+    def flash_write(self, addr: int, data: bytes | memoryview) -> None:
+        """esp_flash_write: lock sections of write_chunk_bytes, programs of <= max_write_bytes within a page."""
+        chip = self.chip
+        mv = memoryview(data)
+        n = len(mv)
+        page = self._page
+        step = self.profile.max_write_bytes
+        chunk_max = self.profile.write_chunk_bytes
+        cmd_ns = self._cmd_ns
+        pos = 0
+        while pos < n:
+            chunk = min(chunk_max, n - pos)
+            self._yield_check()
+            self._lock_section()
+            a, end = addr + pos, addr + pos + chunk
+            while a < end:
+                k = min(page - a % page, step, end - a)
+                self._write_enable()
+                self._wait_idle()
+                self._host(cmd_ns)
+                chip.cmd_page_program(a, mv[a - addr:a - addr + k])
+                self.counters.transactions += 1
+                self._wait_idle()
+                a += k
+            self._release()
+            pos += chunk
+
+    def flash_erase_region(self, addr: int, size: int) -> None:
+        """esp_flash_erase_region: 64 KiB blocks where aligned, else 4 KiB sectors, one lock section each."""
+        chip = self.chip
+        end = addr + size
+        while addr < end:
+            self._yield_check()
+            self._lock_section()
+            self._write_enable()
+            self._wait_idle()  # erase_sector/erase_block wait once more after enabling writes
+            self._host(self._cmd_ns)
+            if addr % BLOCK64_BYTES == 0 and end - addr >= BLOCK64_BYTES:
+                chip.cmd_block_erase_64k(addr)
+                addr += BLOCK64_BYTES
+            else:
+                chip.cmd_sector_erase(addr)
+                addr += SECTOR_BYTES
+            self.counters.transactions += 1
+            self._wait_idle()
+            self._release()
+
+    # ---- BlockDevice (partition-relative, as esp_partition_*) ------------------------
+    def _read(self, lba: int, count: int, buf_addr: int) -> bytes:
+        return self.flash_read(self.offset_bytes + lba, count)
+
+    def _write(self, lba: int, data: bytes, buf_addr: int) -> None:
+        self.flash_write(self.offset_bytes + lba, data)
+
+    def _erase(self, lba: int, count: int) -> None:
+        self.flash_erase_region(self.offset_bytes + lba, count)
+
+    def describe(self) -> dict[str, Any]:
+        d = super().describe()
+        d["host"] = to_mapping(self.profile)
+        d["partition"] = {"offset_bytes": self.offset_bytes, "size_bytes": self.geometry.size_bytes}
+        d["chip"] = {"kind": self.chip.kind, "profile": to_mapping(self.chip.profile),
+                     "config": to_mapping(self.chip.config)}
+        return d
+
+
+# ---- calibration hook ------------------------------------------------------------------
+
+RAW_WRITE_LABEL = "SPI Flash raw write"
+RAW_READ_LABEL = "SPI Flash raw read"
+#: perf_benchmark's partitions_example.csv: nvs 0x9000, phy_init 0xf000, factory 0x10000 (1M), storage 2M
+STORAGE_OFFSET_BYTES = 0x110000
+STORAGE_SIZE_BYTES = 2 * 1024 * 1024
+RAW_SIZE_BYTES = 65536
+
+
+def _split_overrides(overrides: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """``chip.x`` / ``host.x`` / ``wl.x`` / ``nor.x`` keys, or bare field names if unambiguous."""
+    sections: dict[str, type] = {"chip": FlashChipProfile, "host": EspFlashHostProfile, "wl": WlConfig,
+                                 "nor": NorChipConfig}
+    names = {sec: {f.name for f in fields(cls)} for sec, cls in sections.items()}
+    out: dict[str, dict[str, Any]] = {sec: {} for sec in sections}
+    for key, value in (overrides or {}).items():
+        if "." in key:
+            sec, name = key.split(".", 1)
+            if sec not in sections:
+                raise ConfigError(f"override {key!r}: section must be one of {', '.join(sections)}")
+            if name not in names[sec]:
+                raise ConfigError(f"override {key!r}: {sections[sec].__name__} has no field {name!r}")
+        else:
+            owners = [sec for sec in sections if key in names[sec] and key != "name"]
+            if len(owners) != 1:
+                where = "no section" if not owners else f"sections {', '.join(owners)}"
+                raise ConfigError(f"override {key!r} matches {where}; write it as section.field "
+                                  f"(sections: {', '.join(sections)})")
+            sec, name = owners[0], key
+        out[sec][name] = value
+    return out
+
+
+@dataclass
+class RawRunResult:
+    """Per-call times of the two rows, and where the simulated time went (per row, summed over runs)."""
+
+    write_ms: list[float]
+    read_ms: list[float]
+    mount_ms: float
+    write_breakdown_ns: dict[str, int]
+    read_breakdown_ns: dict[str, int]
+    write_commands: dict[str, int]
+    read_commands: dict[str, int]
+    counters: EspFlashCounters
+    wl_moves: int
+
+
+def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+
+
+def run_spiflash_raw(profile_overrides: dict[str, Any] | None = None, runs: int = 100, *, chip: str = "gd25q32c",
+                     host: str = "esp32-flash", seed: int = 1) -> RawRunResult:
+    """The perf_benchmark 'SPI flash raw' test on chip + esp_flash + WL (2 MiB 'storage' partition of a 4 MB chip).
+
+    wl_mount on the fresh partition (untimed), then ``runs`` x wl_write(0, 64 KiB) (no erase: wl_write only
+    programs), then ``runs`` x wl_read(0, 64 KiB); each call timed on its own.
+    """
+    if runs < 1:
+        raise ConfigError(f"runs must be at least 1, got {runs}")
+    ov = _split_overrides(profile_overrides)
+    chip_prof = load_chip_profile(chip, ov["chip"])
+    host_prof = load_esp_flash_host(host, ov["host"])
+    nor_cfg = from_mapping(NorChipConfig, {**to_mapping(NorChipConfig(seed=seed)), **ov["nor"]}, "nor")
+    wl_cfg = from_mapping(WlConfig, {**to_mapping(WlConfig(device_id_seed=seed)), **ov["wl"]}, "wl")
+    clock = VirtualClock()
+    nor = NorFlashChip(chip_prof, clock, nor_cfg)
+    drv = Esp32FlashDriver(nor, host_prof, offset_bytes=STORAGE_OFFSET_BYTES, size_bytes=STORAGE_SIZE_BYTES)
+    t0 = clock.now_ns()
+    wl = WearLevelling(drv, wl_cfg)
+    mount_ms = (clock.now_ns() - t0) / 1e6
+    buf = random.Random(f"raw-buffer:{seed}").randbytes(RAW_SIZE_BYTES)  # esp_fill_random once
+    bd0, cmd0 = clock.breakdown_ns(), clock.commands_snapshot()
+    writes = []
+    for _ in range(runs):
+        t = clock.now_ns()
+        wl.wl_write(0, buf)
+        writes.append((clock.now_ns() - t) / 1e6)
+    bd1, cmd1 = clock.breakdown_ns(), clock.commands_snapshot()
+    reads = []
+    for _ in range(runs):
+        t = clock.now_ns()
+        wl.wl_read(0, RAW_SIZE_BYTES)
+        reads.append((clock.now_ns() - t) / 1e6)
+    bd2, cmd2 = clock.breakdown_ns(), clock.commands_snapshot()
+    return RawRunResult(writes, reads, mount_ms, _delta(bd1, bd0), _delta(bd2, bd1), _delta(cmd1, cmd0),
+                        _delta(cmd2, cmd1), drv.counters, wl.moves)
+
+
+def simulate_spiflash_raw(profile_overrides: dict[str, Any] | None = None, runs: int = 100) -> dict[str, float]:
+    """Mean ms per call of ESP-IDF perf_benchmark's 'SPI Flash raw write' and 'SPI Flash raw read'.
+
+    ``profile_overrides`` keys: ``chip.<FlashChipProfile field>``, ``host.<EspFlashHostProfile field>``,
+    ``wl.<WlConfig field>``, ``nor.<NorChipConfig field>`` (or a bare field name when only one section has
+    it), e.g. ``{"chip.byte_program_next_typ_us": 1.5, "host.cmd_overhead_cycles": 500}``; and
+    ``chip_profile`` / ``host_profile`` to pick other shipped profiles (``{"chip_profile": "w25q32jv"}``).
+    Defaults: GD25Q32C profile, ``hosts/esp32-flash.toml`` (the example's build: QIO, 80 MHz flash,
+    160 MHz CPU), seed 1.
+    """
+    ov = dict(profile_overrides or {})
+    chip = str(ov.pop("chip_profile", "gd25q32c"))
+    host = str(ov.pop("host_profile", "esp32-flash"))
+    r = run_spiflash_raw(ov, runs, chip=chip, host=host)
+    return {RAW_WRITE_LABEL: sum(r.write_ms) / runs, RAW_READ_LABEL: sum(r.read_ms) / runs}
