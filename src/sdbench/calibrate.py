@@ -32,7 +32,9 @@ from scipy.optimize import least_squares, lsq_linear
 
 from .errors import ConfigError, SdbenchError
 from .media.sim.card import CardProfile
+from .media.sim.esp_flash import EspFlashHostProfile
 from .media.sim.host import HostProfile
+from .media.sim.nor import FlashChipProfile
 from .media.sim.sdtarget import _profile_table
 from .protocols import run_scenario
 from .records import Row
@@ -97,9 +99,18 @@ def row_value(row: Row, unit: str) -> float:
 
 # ---- fit groups ---------------------------------------------------------------------------
 
+#: parameter target kind -> (scenario override prefix, profile folder, profile class, scenario key naming it)
+TARGETS: dict[str, tuple[str, str, type, tuple[str, str]]] = {
+    "card": ("sd.card_params", "cards", CardProfile, ("sd", "card")),
+    "host": ("sd.host_params", "hosts", HostProfile, ("sd", "host")),
+    "flash-chip": ("flash.chip_params", "flash", FlashChipProfile, ("flash", "chip")),
+    "flash-host": ("flash.host_params", "hosts", EspFlashHostProfile, ("flash", "host")),
+}
+
+
 @dataclass(frozen=True)
 class Param:
-    target: str          # "card:<scenario>" or "host"
+    target: str          # "<kind>:<scenario>" (per scenario) or "host" (shared by the group's scenarios)
     name: str            # profile field
     lo: float
     hi: float
@@ -169,8 +180,18 @@ def _s3_group(name: str, scenario: str, host: str) -> FitGroup:
                     rows=("raw sectors write", "raw sectors read"))
 
 
+def _flash_group() -> FitGroup:
+    s = "espidf-esp32-spiflash"
+    return FitGroup(
+        "espidf-esp32-flash", "ESP32 internal SPI flash through wear levelling (SPI Flash raw rows)", (s,),
+        "esp32-flash",
+        (Param(f"flash-chip:{s}", "byte_program_next_typ_us", 0, 50),
+         Param(f"flash-host:{s}", "cmd_overhead_cycles", 0, 100000)),
+        restrict=("espidf.parts=['flash_raw']",), rows=("SPI Flash raw write", "SPI Flash raw read"))
+
+
 def groups() -> dict[str, FitGroup]:
-    gs = [_espidf_group(), _p2_group(), _s3_group("esp32s3-spi", "esp32s3-spi20mhz", "esp32s3-sdspi"),
+    gs = [_espidf_group(), _flash_group(), _p2_group(), _s3_group("esp32s3-spi", "esp32s3-spi20mhz", "esp32s3-sdspi"),
           _s3_group("esp32s3-sdmmc", "esp32s3-sdmmc4-40mhz", "esp32s3-sdmmc")]
     return {g.name: g for g in gs}
 
@@ -186,7 +207,7 @@ class FitResult:
     residuals: list[tuple[str, str, float, float]]  # scenario, row, measured, predicted
     cost: float
     evaluations: int = 0
-    notes: list[str] = field(default_factory=list)
+    other: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)  # (kind, profile) -> fields
 
 
 class _Evaluator:
@@ -201,6 +222,12 @@ class _Evaluator:
         if not self.targets:
             raise SdbenchError(f"no train rows for fit group {group.name} in the measurements file")
         self.card_names = {s: str(load_scenario(s).sd.get("card")) for s in group.scenarios}
+        self.profile_names: dict[tuple[str, str], str] = {}
+        for p in group.params:
+            if p.target != "host":
+                kind, s = p.target.split(":", 1)
+                section, key = TARGETS[kind][3]
+                self.profile_names[(kind, s)] = str(getattr(load_scenario(s), section).get(key))
         self.evals = 0
 
     def overrides(self, x: np.ndarray, fixed: dict[str, dict[str, float]]) -> dict[str, list[str]]:
@@ -212,8 +239,8 @@ class _Evaluator:
                 for s in per:
                     per[s].append(f"sd.host_params.{p.name}={_num(p.name, v)}")
             else:
-                s = p.target.split(":", 1)[1]
-                per[s].append(f"sd.card_params.{p.name}={_num(p.name, v)}")
+                kind, s = p.target.split(":", 1)
+                per[s].append(f"{TARGETS[kind][0]}.{p.name}={_num(p.name, v)}")
         return per
 
     def predict(self, scenario: str, overrides: list[str]) -> dict[str, Row]:
@@ -248,15 +275,25 @@ def _num(name: str, v: float) -> str:
     return repr(round(float(v), 6))
 
 
+def _table(kind: str, name: str) -> dict[str, Any]:
+    folder = TARGETS[kind][1]
+    res = DATA / folder / f"{name}.toml"
+    if not res.is_file():
+        raise ConfigError(f"no {kind} profile {name!r} in sdbench/data/{folder}")
+    return tomllib.loads(res.read_text())
+
+
 def _initial(group: FitGroup) -> np.ndarray:
     x0 = []
     for p in group.params:
         if p.target == "host":
-            v = float(_profile_table("host", group.host, None).get(p.name, getattr(HostProfile(), p.name)))
+            kind, name = "host", group.host
         else:
-            s = p.target.split(":", 1)[1]
-            card = str(load_scenario(s).sd.get("card"))
-            v = float(_profile_table("card", card, None).get(p.name, getattr(CardProfile(), p.name)))
+            kind, s = p.target.split(":", 1)
+            section, key = TARGETS[kind][3]
+            name = str(getattr(load_scenario(s), section).get(key))
+        cls = TARGETS[kind][2]
+        v = float(_table(kind, name).get(p.name, getattr(cls(), p.name)))
         x0.append(min(max(v, p.lo), p.hi))
     return np.array(x0)
 
@@ -270,7 +307,7 @@ def _sparsity(group: FitGroup, ev: _Evaluator) -> np.ndarray:
     k = len(rows)
     for j, p in enumerate(group.params):
         for i, s in enumerate(rows):
-            if p.target == "host" or p.target == f"card:{s}":
+            if p.target == "host" or p.target.split(":", 1)[1] == s:
                 m[i, j] = 1
         if p.prior_weight:
             m[k, j] = 1
@@ -340,18 +377,22 @@ def fit(group_name: str, meas: list[Measurement], progress: Callable[[str], None
             residuals.append((s, m.row, float(m.value), row_value(rows[m.row], m.unit)))  # type: ignore[arg-type]
     card_params: dict[str, dict[str, float]] = {s: dict(fixed.get(s, {})) for s in g.scenarios}
     host_params: dict[str, float] = {}
+    other: dict[tuple[str, str], dict[str, float]] = {}
     for p, v in zip(g.params, x):
         if p.target == "host":
             host_params[p.name] = float(v)
-        else:
+        elif p.target.startswith("card:"):
             card_params[p.target.split(":", 1)[1]][p.name] = float(v)
-    return FitResult(g.name, card_params, ev.card_names, host_params, residuals, cost, ev.evals)
+        else:
+            kind, s = p.target.split(":", 1)
+            other.setdefault((kind, ev.profile_names[(kind, s)]), {})[p.name] = float(v)
+    return FitResult(g.name, card_params, ev.card_names, host_params, residuals, cost, ev.evals, other=other)
 
 
 # ---- writing profiles ---------------------------------------------------------------------
 
-_INT_FIELDS = {f.name for f in fields(CardProfile) if f.type in (int, "int")} | \
-              {f.name for f in fields(HostProfile) if f.type in (int, "int")}
+_INT_FIELDS = {f.name for cls in (CardProfile, HostProfile, FlashChipProfile, EspFlashHostProfile)
+               for f in fields(cls) if f.type in (int, "int")}
 
 
 def _fmt(name: str, v: Any) -> str:
@@ -365,16 +406,16 @@ def _fmt(name: str, v: Any) -> str:
 
 
 def write_profile(kind: str, name: str, updates: dict[str, float], out_dir: Path, header: list[str]) -> Path:
-    """Write profile ``name`` = the current profile with ``updates`` applied, to out_dir/<kind>s/<name>.toml."""
-    table = _profile_table(kind, name, None)
+    """Write profile ``name`` = the current profile with ``updates`` applied, to out_dir/<folder>/<name>.toml."""
+    table = _table(kind, name)
     table.update(updates)
-    cls = CardProfile if kind == "card" else HostProfile
+    _, folder, cls, _ = TARGETS[kind]
     order = [f.name for f in fields(cls)]
     lines = [f"# {h}" for h in header]
     for k in order:
         if k in table:
             lines.append(f"{k} = {_fmt(k, table[k])}")
-    path = out_dir / f"{kind}s" / f"{name}.toml"
+    path = out_dir / folder / f"{name}.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
     text = "\n".join(lines) + "\n"
     tomllib.loads(text)  # never write a profile that does not load
@@ -400,6 +441,11 @@ def write_results(res: FitResult, out_dir: Path) -> list[Path]:
         host = groups()[res.group].host
         hdr = [f"fields {', '.join(sorted(res.host_params))} fitted by `sdbench calibrate {res.group}`"]
         paths.append(write_profile("host", host, res.host_params, out_dir, hdr))
+    for (kind, name), params in res.other.items():
+        hdr = [f"fields {', '.join(sorted(params))} fitted by `sdbench calibrate {res.group}` from:"]
+        hdr += [f"  {s}: {row}: measured {m:g}, model {p:.4g} ({(p - m) / m * 100:+.1f} %)"
+                for s, row, m, p in res.residuals]
+        paths.append(write_profile(kind, name, params, out_dir, hdr))
     return paths
 
 

@@ -101,6 +101,22 @@ class SectorSizeBridge(BlockDeviceWrapper):
         off = (lba - first * r) * ls
         return data[off:off + count * ls]
 
+    def _whole(self, lba: int, count: int) -> tuple[int, int]:
+        """The big sectors lying wholly inside a range of small ones."""
+        first = -(-lba // self.ratio)
+        end = (lba + count) // self.ratio
+        return first, max(0, end - first)
+
+    def _erase(self, lba: int, count: int) -> None:
+        first, n = self._whole(lba, count)
+        if n:
+            self.inner.erase(first, n)
+
+    def _trim(self, lba: int, count: int) -> None:
+        first, n = self._whole(lba, count)
+        if n:
+            self.inner.trim(first, n)
+
     def _write(self, lba: int, data: bytes, buf_addr: int) -> None:
         r, ls = self.ratio, self.geometry.sector_size
         count = len(data) // ls

@@ -23,6 +23,7 @@ from ..fs.littlefs import LittleFsConfig, LittleFsFileSystem
 from ..media.base import BlockDevice, Geometry
 from ..media.image import ImageFileDevice
 from ..media.memory import MemoryDevice
+from ..media.sim.flashtarget import SimFlashConfig, build_sim_flash
 from ..media.sim.sdtarget import SimSdConfig, build_sim_sd
 from ..fs.costed import CostedFileSystem
 from ..options import apply_overrides, from_mapping, opt, to_mapping
@@ -86,6 +87,7 @@ MEDIA: dict[str, tuple[type, Callable[..., tuple[BlockDevice, dict[str, Any]]], 
     "memory": (MemoryMediaConfig, _build_memory, "wall"),
     "image": (ImageMediaConfig, _build_image, "wall"),
     "sim": (SimSdConfig, build_sim_sd, "virtual"),
+    "sim-nor": (SimFlashConfig, build_sim_flash, "virtual"),
 }
 
 
@@ -151,7 +153,7 @@ class Scenario:
             kind, cfg = self.media_config("flash")
             flash_target, meta = MEDIA[kind][1](cfg, self, clock)
             # flash builders return a FlashTarget-like object with the parts' devices and factories
-            devices.append(flash_target)
+            devices.append(flash_target)  # type: ignore[arg-type]
             stack["flash"] = meta
             flash_raw = getattr(flash_target, "raw_device", None)
             factories.update(getattr(flash_target, "fs_factories", {}))

@@ -1,0 +1,120 @@
+"""Simulated SPI NOR flash targets for scenarios: ``[flash] media = "sim-nor"``.
+
+One chip + the ESP32 esp_flash driver model on a virtual clock; the
+benchmark's 'storage' data partition is a window of it.  The parts of the
+ESP-IDF protocol use the partition as the example does:
+
+* raw: wear levelling's ``wl_read``/``wl_write`` (wl_write only programs);
+* FAT: FatFs over wear levelling (4096-byte sectors; each sector write is
+  erase + program, as ``ff_wl_write`` does);
+* SPIFFS and LittleFS: straight on the partition (no wear levelling).
+
+Every part mounts afresh, as the example does (each mount formats).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ...clock import VirtualClock
+from ...errors import ConfigError
+from ...fs.fat import FatConfig, FatFileSystem
+from ...fs.littlefs import LittleFsConfig, LittleFsFileSystem
+from ...options import from_mapping, opt, to_mapping
+from ..base import BlockDevice, BlockDeviceWrapper
+from ..wl import WearLevelling, WlConfig
+from .esp_flash import Esp32FlashDriver, load_esp_flash_host
+from .nor import NorChipConfig, NorFlashChip, load_chip_profile
+
+
+@dataclass(frozen=True)
+class SimFlashConfig:
+    chip: str = opt("gd25q32c", help="flash chip profile (sdbench/data/flash) or a TOML path")
+    host: str = opt("esp32-flash", help="esp_flash host profile (sdbench/data/hosts) or a TOML path")
+    chip_params: dict[str, Any] = opt(factory=dict, help="overrides of chip profile fields")
+    host_params: dict[str, Any] = opt(factory=dict, help="overrides of host profile fields")
+    partition_offset_bytes: int = opt(0x110000, unit="B", min=0, help="start of the data partition on the chip")
+    partition_size_bytes: int = opt(2 << 20, unit="B", min=64 << 10, help="size of the data partition")
+    timing: str = opt("random", choices=("random", "typ", "max"),
+                      help="program/erase times: seeded spread around typical, or always typical/maximum")
+    fat: FatConfig = opt(factory=lambda: FatConfig(sector_size_bytes=4096, allocation_unit_bytes=65536, n_fats=2),
+                         help="FAT on wear levelling (ESP-IDF: SFD, 4096-byte sectors, AU = target size)")
+    littlefs: LittleFsConfig = opt(factory=lambda: LittleFsConfig(read_size=128, prog_size=128, block_size=4096,
+                                                                  cache_size=512, lookahead_size=128,
+                                                                  block_cycles=512),
+                                   help="LittleFS on the partition (esp_littlefs flash configuration)")
+    spiffs: dict[str, Any] = opt(factory=dict, help="SPIFFS configuration fields (default: ESP-IDF's)")
+
+
+class WlRawView(BlockDeviceWrapper):
+    """The raw test's view of wear levelling: write = ``wl_write`` (program only), read = ``wl_read``."""
+
+    kind = "wl-raw"
+
+    def _write(self, lba: int, data: bytes, buf_addr: int) -> None:
+        self.inner.wl_write(lba * self.geometry.sector_size, data, buf_addr=buf_addr)  # type: ignore[attr-defined]
+
+    def _read(self, lba: int, count: int, buf_addr: int) -> bytes:
+        ss = self.geometry.sector_size
+        return self.inner.wl_read(lba * ss, count * ss, buf_addr=buf_addr)  # type: ignore[attr-defined]
+
+
+class FlashTarget:
+    """Devices and filesystem factories of a simulated flash target (closed with the stack)."""
+
+    kind = "sim-nor-target"
+
+    def __init__(self, cfg: SimFlashConfig, clock: VirtualClock, seed: int, base_dir: Any = None) -> None:
+        chip_prof = load_chip_profile(_path(cfg.chip, base_dir), cfg.chip_params or None)
+        host = load_esp_flash_host(_path(cfg.host, base_dir), cfg.host_params or None)
+        self.chip = NorFlashChip(chip_prof, clock, NorChipConfig(seed=seed, timing=cfg.timing))
+        whole = Esp32FlashDriver(self.chip, host)
+        if cfg.partition_offset_bytes + cfg.partition_size_bytes > chip_prof.capacity_bytes:
+            raise ConfigError(f"flash partition 0x{cfg.partition_offset_bytes:X}+{cfg.partition_size_bytes} B does "
+                              f"not fit the {chip_prof.capacity_bytes // 1024} KiB chip")
+        self.partition = whole.partition(cfg.partition_offset_bytes, cfg.partition_size_bytes)
+        self.cfg = cfg
+        self.raw_device = WlRawView(WearLevelling(self.partition, WlConfig(device_id_seed=seed)))
+        self.fs_factories: dict[str, Callable[[], Any]] = {
+            "flash_fatfs": lambda: FatFileSystem(WearLevelling(self.partition, WlConfig(device_id_seed=seed)),
+                                                 cfg.fat),
+            "flash_littlefs": lambda: LittleFsFileSystem(self.partition, cfg.littlefs),
+        }
+        spiffs = _spiffs_factory(self.partition, cfg.spiffs)
+        if spiffs is not None:
+            self.fs_factories["flash_spiffs"] = spiffs
+        # block-op counters per row: the filesystem's device and the flash partition below it
+        self.counter_devices: dict[str, tuple[BlockDevice, ...]] = {
+            "flash_raw": (self.raw_device, self.partition)}
+        self.meta = {"media": "sim-nor", "chip": to_mapping(chip_prof), "host": to_mapping(host),
+                     "partition_offset_bytes": cfg.partition_offset_bytes,
+                     "partition_size_bytes": cfg.partition_size_bytes, "fat": to_mapping(cfg.fat),
+                     "littlefs": to_mapping(cfg.littlefs), "spiffs": cfg.spiffs}
+
+    def close(self) -> None:
+        """Nothing to release: the chip lives in memory."""
+
+
+def _path(name: str, base_dir: Any) -> str:
+    if name.endswith(".toml") and base_dir is not None:
+        from pathlib import Path
+
+        p = Path(name)
+        return str(p if p.is_absolute() else base_dir / p)
+    return name
+
+
+def _spiffs_factory(partition: BlockDevice, table: dict[str, Any]) -> Callable[[], Any] | None:
+    try:
+        from ...fs.spiffs import SpiffsConfig, SpiffsFileSystem
+    except ImportError:
+        return None
+    cfg = from_mapping(SpiffsConfig, table, "flash.spiffs")
+    return lambda: SpiffsFileSystem(partition, cfg)
+
+
+def build_sim_flash(cfg: SimFlashConfig, scenario: Any, clock: Any) -> tuple[FlashTarget, dict[str, Any]]:
+    if not isinstance(clock, VirtualClock):
+        raise ConfigError("simulated media need the virtual clock")
+    t = FlashTarget(cfg, clock, scenario.seed, getattr(scenario, "source_dir", None))
+    return t, t.meta
