@@ -22,7 +22,7 @@ def test_version(capsys):
 def test_scenarios_lists_default(capsys):
     code, out, _ = run(capsys, "scenarios")
     assert code == 0
-    assert "espidf-memory" in out and out.startswith("| scenario | description |")
+    assert "espidf-esp32-sdmmc4-40mhz (default)" in out and out.startswith("| scenario | description |")
 
 
 def test_run_memory_prints_every_row_in_espidf_format(capsys, tmp_path):

@@ -232,3 +232,17 @@ def test_trace_command_lists_commands(capsys):
 def test_trace_rejects_real_media(capsys):
     assert main(["trace", "espidf-memory"]) == 2
     assert "no simulated SD card" in capsys.readouterr().err
+
+
+def test_read_fast_path_equals_the_command_level_path():
+    over = ["espidf.runs=3", "espidf.parts=['sd_raw','sd_fatfs','sd_littlefs']", "espidf.sd_modes=['normal']"]
+    fast = run_scenario(load("espidf-esp32-sdmmc4-40mhz", over))
+    slow = run_scenario(load("espidf-esp32-sdmmc4-40mhz", over + ["sd.log_commands=true"]))
+    assert [r.to_dict() for r in fast.rows] == [r.to_dict() for r in slow.rows]
+
+
+def test_default_scenario_is_the_simulated_esp32_sdmmc_target():
+    from sdbench.scenarios import DEFAULT_SCENARIO
+
+    assert DEFAULT_SCENARIO == "espidf-esp32-sdmmc4-40mhz"
+    assert load(DEFAULT_SCENARIO).clock_kind() == "virtual"

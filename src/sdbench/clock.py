@@ -9,6 +9,7 @@ row can be explained and not only shown.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 # Categories the models charge time to.  Reports sum them per row.
@@ -36,6 +37,13 @@ class WallClock:
         return {}
 
 
+@dataclass(frozen=True)
+class ClockDelta:
+    total_ns: int
+    spent: tuple[tuple[str, int], ...]
+    commands: tuple[tuple[str, int], ...]
+
+
 class VirtualClock:
     """Simulated time in integer nanoseconds; advanced only by models."""
 
@@ -53,7 +61,7 @@ class VirtualClock:
         """Move time forward by ``ns`` nanoseconds, charged to ``category``."""
         if ns < 0:
             raise ValueError(f"cannot advance a clock by a negative time ({ns} ns)")
-        step = int(round(ns))
+        step = int(ns + 0.5)
         if step == 0:
             return
         self._now_ns += step
@@ -61,6 +69,26 @@ class VirtualClock:
 
     def advance_us(self, us: float, category: str = "other") -> None:
         self.advance_ns(us * 1000.0, category)
+
+    def apply(self, delta: "ClockDelta") -> None:
+        """Add a recorded cost (see :meth:`delta_since`) in one step: the fast path of models whose
+        cost for an operation does not depend on the absolute time."""
+        self._now_ns += delta.total_ns
+        spent = self._spent
+        for k, v in delta.spent:
+            spent[k] = spent.get(k, 0) + v
+        cmds = self.commands
+        for k, v in delta.commands:
+            cmds[k] = cmds.get(k, 0) + v
+
+    def mark(self) -> tuple[int, dict[str, int], dict[str, int]]:
+        return self._now_ns, dict(self._spent), dict(self.commands)
+
+    def delta_since(self, mark: tuple[int, dict[str, int], dict[str, int]]) -> "ClockDelta":
+        t, spent, cmds = mark
+        return ClockDelta(self._now_ns - t,
+                          tuple((k, v - spent.get(k, 0)) for k, v in self._spent.items() if v != spent.get(k, 0)),
+                          tuple((k, v - cmds.get(k, 0)) for k, v in self.commands.items() if v != cmds.get(k, 0)))
 
     def count_command(self, name: str, n: int = 1) -> None:
         """Count a bus command (e.g. ``CMD25``) for the per-row command table."""

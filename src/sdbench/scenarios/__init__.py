@@ -32,7 +32,7 @@ from ..workloads.p2 import P2Config
 from ..workloads.rawseq import RawSeqConfig
 
 DATA = resources.files("sdbench") / "data"
-DEFAULT_SCENARIO = "espidf-memory"
+DEFAULT_SCENARIO = "espidf-esp32-sdmmc4-40mhz"
 PROTOCOLS = ("espidf", "p2", "raw")
 
 
