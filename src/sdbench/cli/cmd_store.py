@@ -1,0 +1,268 @@
+"""Commands on the results store: runs, show, export, compare, import, report."""
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import SdbenchError
+
+DB_HELP = "Results store file (default: $SDBENCH_DB, else results.sqlite in the per-user data directory)."
+
+
+class TableFormat(str, Enum):
+    table = "table"
+    md = "md"
+
+
+class ExportFormat(str, Enum):
+    json = "json"
+    csv = "csv"
+    md = "md"
+    espidf = "espidf"
+
+
+class ImportFormat(str, Enum):
+    espidf = "espidf"
+    fio = "fio"
+    sdfat = "sdfat"
+    json = "json"
+
+
+class SourceChoice(str, Enum):
+    measured = "measured"
+    simulated = "simulated"
+    imported = "imported"
+
+
+class StatusChoice(str, Enum):
+    complete = "complete"
+    incomplete = "incomplete"
+
+
+class MetricChoice(str, Enum):
+    reported = "reported"
+    ms = "ms"
+    mib_s = "mib_s"
+
+
+def _db_option() -> Optional[Path]:
+    return typer.Option(None, "--db", help=DB_HELP, show_default=False)
+
+
+def _print(table, fmt: TableFormat) -> None:
+    if fmt is TableFormat.md:
+        typer.echo(table.markdown(), nl=False)
+    else:
+        from ..report.text import console
+
+        console(sys.stdout).print(table.rich())
+
+
+def _load(store, refs: list[str]):
+    """[(id, StoredRun, RunRecord)] for what the user typed, duplicates refused."""
+    out, seen = [], set()
+    for ref in refs:
+        rid = store.resolve(ref)
+        if rid in seen:
+            raise SdbenchError(f"run {rid} is given twice")
+        seen.add(rid)
+        out.append((rid, store.info(rid), store.load(rid)))
+    return out
+
+
+def _write_output(text: str, output: Optional[Path]) -> None:
+    if output is None or str(output) == "-":
+        typer.echo(text, nl=False)
+        return
+    from .cmd_run import check_writable_output, write_atomically
+
+    check_writable_output(output)
+    write_atomically(output, text)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("runs")
+    def runs_cmd(
+        scenario: Optional[str] = typer.Option(None, "--scenario", "-s", help="Only runs whose scenario contains "
+                                                                             "TEXT (case-insensitive)."),
+        source: Optional[SourceChoice] = typer.Option(None, "--source", help="Only measured, simulated or "
+                                                                              "imported runs."),
+        since: Optional[str] = typer.Option(None, "--since", help="Only runs stored since a date (2024-05-01), "
+                                                                  "date and time, or an age (90m, 12h, 3d, 2w)."),
+        status: Optional[StatusChoice] = typer.Option(None, "--status", help="Only complete or incomplete "
+                                                                              "(interrupted) runs."),
+        limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, help="Only the newest N runs."),
+        fmt: TableFormat = typer.Option(TableFormat.table, "--format", "-f", help="table (terminal) or md."),
+        db: Optional[Path] = _db_option(),
+    ) -> None:
+        """List stored runs, oldest first."""
+        from ..store import default_db_path, open_store
+
+        path = db.expanduser() if db else default_db_path()
+        if not path.exists():
+            typer.echo(f"no runs stored yet ({path})")
+            return
+        from ..report.tables import runs_table
+
+        with open_store(path, create=False) as store:
+            runs = store.list_runs(scenario=scenario, source=source.value if source else None, since=since,
+                                   status=status.value if status else None, limit=limit)
+        if not runs:
+            typer.echo(f"no matching runs in {path}")
+            return
+        _print(runs_table(runs), fmt)
+
+    @app.command("show")
+    def show_cmd(
+        run: str = typer.Argument(..., help="Run id (see `sdbench runs`) or 'latest'."),
+        fmt: TableFormat = typer.Option(TableFormat.table, "--format", "-f", help="table (terminal) or md."),
+        db: Optional[Path] = _db_option(),
+    ) -> None:
+        """Show one run: what was measured on what, and every row."""
+        from ..report.tables import flatten, rows_table, run_summary
+        from ..report.text import Table
+        from ..store import open_store
+
+        with open_store(db, create=False) as store:
+            [(rid, info, rec)] = _load(store, [run])
+        facts = Table(["field", "value"], title=f"Run {rid}")
+        for k, v in run_summary(rid, info, rec):
+            facts.add([k, v])
+        for k, v in flatten(rec.stack):
+            facts.add([f"stack.{k}", v])
+        _print(facts, fmt)
+        if fmt is TableFormat.md:
+            typer.echo("")
+        for w in rec.warnings:
+            typer.echo(f"warning: {w}")
+        if rec.warnings and fmt is TableFormat.md:
+            typer.echo("")
+        _print(rows_table(rec), fmt)
+
+    @app.command("export")
+    def export_cmd(
+        runs: list[str] = typer.Argument(..., help="Run ids or 'latest'."),
+        fmt: ExportFormat = typer.Option(ExportFormat.json, "--format", "-f",
+                                         help="json (sdbench results, re-importable), csv, md, or espidf "
+                                              "(the perf_benchmark printf lines)."),
+        output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to FILE (atomically) instead "
+                                                                           "of stdout."),
+        db: Optional[Path] = _db_option(),
+    ) -> None:
+        """Export runs as JSON, CSV, Markdown or ESP-IDF lines."""
+        from ..store import open_store
+        from ..store.export import export
+
+        with open_store(db, create=False) as store:
+            loaded = _load(store, runs)
+        text = export([(rid, rec) for rid, _, rec in loaded], fmt.value, [info for _, info, _ in loaded])
+        _write_output(text, output)
+        for rid, info, rec in loaded:
+            if info.status != "complete":
+                typer.echo(f"warning: run {rid} is incomplete (interrupted): exported the {len(rec.rows)} rows it "
+                           "stored", err=True)
+
+    @app.command("compare")
+    def compare_cmd(
+        runs: list[str] = typer.Argument(..., help="Run ids or 'latest'; the first is the baseline."),
+        table: bool = typer.Option(False, "--table", help="Card-comparison layout: metrics as rows, runs as "
+                                                          "columns, best per row marked."),
+        metric: MetricChoice = typer.Option(MetricChoice.reported, "--metric",
+                                            help="--table figure: reported (each row's own unit), ms or mib_s."),
+        alpha: float = typer.Option(0.05, "--alpha", min=1e-6, max=0.5, help="Significance level of the tests."),
+        fmt: TableFormat = typer.Option(TableFormat.table, "--format", "-f", help="table (terminal) or md."),
+        db: Optional[Path] = _db_option(),
+    ) -> None:
+        """Compare runs side by side per row label, with ratios and significance."""
+        from ..compare import card_table, compare_runs, comparison_warnings
+        from ..report.tables import card_table_view, comparison_table
+        from ..store import open_store
+
+        if len(runs) < (1 if table else 2):
+            raise SdbenchError("compare needs at least two runs (or --table with one or more)")
+        with open_store(db, create=False) as store:
+            loaded = _load(store, runs)
+        names = [f"#{rid}" for rid, _, _ in loaded]
+        pairs = [(n, rec) for n, (_, _, rec) in zip(names, loaded)]
+        incomplete = [n for n, (_, info, _) in zip(names, loaded) if info.status != "complete"]
+        bullet = "- " if fmt is TableFormat.md else ""
+        for n, (_, info, rec) in zip(names, loaded):
+            dev = f", {info.device_name}" if info.device_name else ""
+            typer.echo(f"{bullet}{n}: {rec.scenario} ({rec.source}{dev})")
+        typer.echo("")
+        if table:
+            view = card_table_view(names, card_table([rec for _, rec in pairs], metric.value))
+            warnings = comparison_warnings(pairs, incomplete=incomplete)
+        else:
+            cmp = compare_runs(pairs, alpha=alpha, incomplete=incomplete)
+            view, warnings = comparison_table(cmp), cmp.warnings
+        _print(view, fmt)
+        if warnings:
+            typer.echo("")
+        for w in warnings:
+            typer.echo(f"{bullet}warning: {w}")
+
+    @app.command("import")
+    def import_cmd(
+        file: Path = typer.Argument(..., help="A perf_benchmark monitor log, fio JSON, SdFat bench output, or an "
+                                              "sdbench results JSON."),
+        fmt: Optional[ImportFormat] = typer.Option(None, "--format", "-f", help="Input format (detected when "
+                                                                                "omitted)."),
+        scenario: Optional[str] = typer.Option(None, "--scenario", help="Scenario name to file the run under "
+                                                                        "(e.g. the simulated scenario it is "
+                                                                        "compared with)."),
+        db: Optional[Path] = _db_option(),
+    ) -> None:
+        """Import results; prints what was read, then the new run id as the last line."""
+        from ..importers import parse_file
+        from ..store import open_store
+
+        used, records = parse_file(file, fmt.value if fmt else None, scenario=scenario)
+        with open_store(db) as store:
+            ids = store.save_many(records)
+        for rid, rec in zip(ids, records):
+            dev = rec.metadata.get("device") or {}
+            on = f", device {dev.get('name')}" if isinstance(dev, dict) and dev.get("name") else ""
+            typer.echo(f"{file.name} ({used}): run {rid}, {len(rec.rows)} rows, scenario {rec.scenario}{on}")
+            for w in rec.warnings:
+                typer.echo(f"warning: run {rid}: {w}", err=True)
+        for rid in ids:
+            typer.echo(str(rid))
+
+    @app.command("report")
+    def report_cmd(
+        runs: list[str] = typer.Argument(..., help="Run ids or 'latest'; the first is the comparison baseline."),
+        html: Optional[Path] = typer.Option(None, "--html", help="Write one self-contained HTML file."),
+        png: Optional[Path] = typer.Option(None, "--png", help="Write the plots as PNG files into DIR."),
+        svg: Optional[Path] = typer.Option(None, "--svg", help="Write the plots as SVG files into DIR."),
+        title: Optional[str] = typer.Option(None, "--title", help="Report title."),
+        db: Optional[Path] = _db_option(),
+    ) -> None:
+        """Report runs as HTML (tables, stack metadata, plots) and/or plot files."""
+        if html is None and png is None and svg is None:
+            raise SdbenchError("report: say what to write: --html FILE, --png DIR and/or --svg DIR")
+        for d in (png, svg):
+            if d is not None and d.exists() and not d.is_dir():
+                raise SdbenchError(f"{d} exists and is not a directory")
+        from ..report.html import ReportRun, render, write_plots
+        from ..store import open_store
+
+        with open_store(db, create=False) as store:
+            loaded = _load(store, runs)
+        items = [ReportRun(f"#{rid}", rec, rid, info) for rid, info, rec in loaded]
+        if title is None:
+            title = "sdbench: " + ", ".join(dict.fromkeys(r.record.scenario for r in items))
+        if html is not None:
+            _write_output(render(items, title=title), html)
+            typer.echo(f"wrote {html}")
+        for d, kind in ((png, "png"), (svg, "svg")):
+            if d is not None:
+                try:
+                    paths = write_plots(items, d, kind)
+                except OSError as e:
+                    raise SdbenchError(f"cannot write plots into {d}: {e.strerror}") from None
+                typer.echo(f"wrote {len(paths)} {kind.upper()} plots into {d}")

@@ -1,0 +1,38 @@
+"""Tell an input file's format from its content."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..errors import SdbenchError
+from . import espidf, fio, sdfat
+
+
+def _json(text: str) -> Any:
+    t = text.lstrip()
+    if not t.startswith("{"):
+        return None
+    try:
+        return json.loads(t)
+    except json.JSONDecodeError:
+        return None
+
+
+def detect(text: str, name: str = "input") -> str:
+    """``json`` (sdbench results), ``fio``, ``sdfat`` or ``espidf``."""
+    if not text.strip():
+        raise SdbenchError(f"{name} is empty")
+    doc = _json(text)
+    if isinstance(doc, dict) and isinstance(doc.get("runs"), list) and "format_version" in doc:
+        return "json"
+    if fio.looks_like(doc) or '"fio version"' in text[:4096]:
+        return "fio"
+    if sdfat.looks_like(text):
+        return "sdfat"
+    if espidf.looks_like(text):
+        return "espidf"
+    if text.lstrip().startswith("{"):
+        raise SdbenchError(f"{name}: JSON, but neither sdbench results nor fio output "
+                           "(or it is truncated); pass --format to say which")
+    raise SdbenchError(f"cannot tell the format of {name}: not an ESP-IDF perf_benchmark log, fio JSON, "
+                       "SdFat bench output or sdbench results JSON; pass --format")

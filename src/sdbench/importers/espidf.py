@@ -1,0 +1,322 @@
+"""ESP-IDF ``examples/storage/perf_benchmark`` monitor logs.
+
+One line per measurement, ``[%-55s] (%dx) %8.3f ms %8.2f kB %10.3f MB/s``:
+label, runs, mean ms per call, size/1024 and size/mean in MiB/s (with
+CONFIG_EXAMPLE_USE_BYTES=n the size is printed in kb, i.e. size*8/1024).  Around
+them: boot and ``I (ms) tag: ...`` log lines, which are ignored except for a
+few facts (target size, SD interface, FAT cluster size, IDF version), and the
+card information that ``sdmmc_card_print_info`` prints (Name, Type, Speed,
+Size, CSD, SSR/SCR), kept as the run's device.
+
+The example prints all four SD raw rows as ``SD raw write`` / ``SD raw read``
+with 16/32/48/64 kB, although every call moves the whole target size; they
+become ``SD raw write [16 kB label]`` etc. with ``bytes`` = target size and
+``reported_bytes`` = the printed size.  Only means are printed: rows carry no
+per-call samples and no median/min/max/stdev.
+
+A log is refused (nothing imported) when a test group it contains is
+incomplete, a line is cut off, the firmware crashed, or a label repeats
+without a new "Starting benchmark" line between.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import SdbenchError
+from ..records import MIB, Row, RunRecord
+
+FORMAT = "espidf"
+PROTOCOL = "espidf"
+DEFAULT_SCENARIO = "espidf-import"
+DEFAULT_TARGET_BYTES = 65536
+TINY_BYTES = 255
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+ROW_RE = re.compile(
+    r"\[(?P<label>[^\[\]]*(?:\[\d+ kB label\])?)\s*\]\s*\((?P<runs>\d+)x\)\s+(?P<ms>-?[\d.]+|inf|nan)\s+ms\s+"
+    r"(?P<size>-?[\d.]+)\s+k(?P<unit>[Bb])\s+(?P<speed>-?[\d.]+|inf|-?nan)\s+M[Bb]/s\s*$")
+# a line with a row's head ("[label] (Nx)") whose figures do not parse: garbled or cut off
+_ROW_HEAD = re.compile(r"\[[A-Za-z][^\]]*\]\s*\(\d+x\)")
+_RAW_LABEL = re.compile(r"^SD raw (write|read)(?: \[(\d+) kB label\])?$")
+_FS_LABEL = re.compile(r"^(?P<family>.+?): (?P<op>write|read) (?P<size>target|more than target|less than target|tiny)"
+                       r" size$")
+_START = re.compile(r"Starting benchmark test with target size (\d+) bytes")
+_CRASH = re.compile(r"Guru Meditation Error|abort\(\) was called|ESP_ERROR_CHECK failed|assert failed:|"
+                    r"Backtrace: 0x|CORRUPT HEAP|Stack canary watchpoint triggered")
+# the example logs each part's mount and unmount with its "example" tag
+_PART_OPEN = re.compile(r"\bexample: Mounti?n?g")
+_PART_CLOSE = re.compile(r"\bexample: .*unmounted")
+_SHORT_IO = re.compile(r"Could not (write|read) full buffer size\. Actually (?:wrote|read) bytes: (-?\d+)")
+FS_FAMILIES = ("SPI FATFS (new file)", "SPI SPIFFS (new file)", "SPI LittleFS (new file)", "SD FATFS (new file)",
+               "SD FATFS", "SD LittleFS (new file)", "SD LittleFS")
+SIZE_WORDS = ("target", "more than target", "less than target", "tiny")
+# facts picked from the log noise: (pattern, stack key, converter)
+_FACTS: tuple[tuple[re.Pattern[str], str, Any], ...] = (
+    (re.compile(r"Using (SDMMC|SPI) peripheral"), "sd_interface", lambda s: "SDMMC" if s == "SDMMC" else "SDSPI"),
+    (re.compile(r"Mounting FATFS partition, with cluster size (\d+) bytes"), "spiflash_fat_cluster_bytes", int),
+    (re.compile(r"Mounting SD card - FATFS, with cluster size (\d+) bytes"), "sd_fat_cluster_bytes", int),
+    (re.compile(r"ESP-IDF:?\s+(v[0-9][\w.\-]*)"), "idf_version", str),
+    (re.compile(r"^ESP-ROM:(\w+?)-\d"), "chip", str),
+    (re.compile(r"cpu freq: (\d+) Hz"), "cpu_freq_hz", int),
+    (re.compile(r"Project name:\s+(\S+)"), "project", str),
+)
+# sdmmc_card_print_info, old and new layouts
+_CARD_KEYS = ("Name", "Type", "Speed", "Size", "CSD", "SSR", "SCR", "EXT CSD")
+_CARD_LINE = re.compile(r"^(Name|Type|Speed|Size|CSD|SSR|SCR|EXT CSD): ?(.*)$")
+
+
+def sizes(target: int) -> dict[str, int]:
+    # the example computes these as size_t from a double: truncation, as int() does
+    return {"target": target, "more than target": int(target * 1.2), "less than target": int(target / 1.2),
+            "tiny": TINY_BYTES}
+
+
+def raw_label_kib(target: int, sector_bytes: int = 512) -> list[int]:
+    """The sizes (KiB, rounded down) the SD raw rows are labelled with: quarters of the target."""
+    quarter = target // sector_bytes // 4
+    return [quarter * (i + 1) * sector_bytes // 1024 for i in range(4)]
+
+
+def expected_labels(family: str, target: int = DEFAULT_TARGET_BYTES) -> list[str]:
+    """Labels a complete group prints, in order."""
+    if family == "SPI Flash raw":
+        return ["SPI Flash raw write", "SPI Flash raw read"]
+    if family == "SD raw":
+        return [f"SD raw {op} [{k} kB label]" for k in raw_label_kib(target) for op in ("write", "read")]
+    return [f"{family}: {op} {w} size" for w in SIZE_WORDS for op in ("write", "read")]
+
+
+def looks_like(text: str) -> bool:
+    return any(ROW_RE.search(_clean(line)) for line in text.splitlines()[:5000])
+
+
+def _clean(line: str) -> str:
+    return _ANSI.sub("", line).replace("\r", "").rstrip()
+
+
+@dataclass
+class _Printed:
+    lineno: int
+    label: str            # as printed
+    runs: int
+    time_ms: float
+    size_kib: float       # printed size converted to KiB
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Segment:
+    target: int | None = None
+    rows: list[_Printed] = field(default_factory=list)
+    cards: list[dict[str, Any]] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+    units: str = "bytes"
+    last_row_line: int = 0
+    last_open_line: int = 0
+    last_close_line: int = 0
+
+
+def parse(text: str, *, name: str = "log", scenario: str | None = None) -> list[RunRecord]:
+    """Runs in a monitor log (usually one; several when the benchmark started more than once)."""
+    segments = _scan(text, name)
+    runs = [_to_run(seg, name, scenario) for seg in segments if seg.rows]
+    if not runs:
+        raise SdbenchError(f"{name}: no perf_benchmark result lines "
+                           "(`[label] (Nx) ms kB MB/s`) found: not an ESP-IDF perf_benchmark log")
+    return runs
+
+
+def _scan(text: str, name: str) -> list[_Segment]:
+    segs = [_Segment()]
+    lines = [_clean(raw) for raw in text.splitlines()]
+    pending: list[str] = []   # warnings for the next row (short reads/writes are logged before the row)
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        lineno = i + 1
+        seg = segs[-1]
+        m = _START.search(line)
+        if m:
+            if seg.rows or seg.target is not None:
+                seg = _Segment()
+                segs.append(seg)
+            seg.target = int(m.group(1))
+        if _CRASH.search(line):
+            raise SdbenchError(f"{name}:{lineno}: the firmware crashed ({line.strip()[:60]}): "
+                               "import the log of a run that finished")
+        short = _SHORT_IO.search(line)
+        if short:
+            pending.append(f"short {short.group(1)}: the call moved only {short.group(2)} bytes")
+        if _PART_OPEN.search(line):
+            seg.last_open_line = lineno
+        elif _PART_CLOSE.search(line):
+            seg.last_close_line = lineno
+        row = ROW_RE.search(line)
+        if row:
+            seg.last_row_line = lineno
+            seg.rows.append(_row_from_match(row, lineno, name, pending))
+            if row.group("unit") == "b":
+                seg.units = "bits"
+            pending = []
+        elif _ROW_HEAD.search(line):
+            raise SdbenchError(f"{name}:{lineno}: result line is cut off or garbled: {line[:70]!r}")
+        cm = _CARD_LINE.match(line.strip())
+        if cm and cm.group(1) == "Name" and i + 1 < len(lines) and lines[i + 1].strip().startswith("Type:"):
+            card, i = _card(lines, i)
+            seg.cards.append(card)
+            continue
+        for pat, key, conv in _FACTS:
+            fm = pat.search(line)
+            if fm and key not in seg.facts:
+                seg.facts[key] = conv(fm.group(1))
+        i += 1
+    # a last line that is a prefix of a result line: the capture stopped mid-line
+    tail = next((ln for ln in reversed(lines) if ln.strip()), "")
+    if tail.startswith("[") and not ROW_RE.search(tail):
+        raise SdbenchError(f"{name}: the last line is a cut-off result line ({tail[:60]!r}): the log is truncated")
+    return segs
+
+
+def _number(s: str, what: str, name: str, lineno: int) -> float:
+    try:
+        return float(s)
+    except ValueError:
+        raise SdbenchError(f"{name}:{lineno}: bad {what} {s!r}") from None
+
+
+def _row_from_match(m: re.Match[str], lineno: int, name: str, pending: list[str]) -> _Printed:
+    size = _number(m.group("size"), "size", name, lineno)
+    if m.group("unit") == "b":
+        size /= 8  # CONFIG_EXAMPLE_USE_BYTES=n prints size*8/1024 as "kb"
+    runs = int(m.group("runs"))
+    if runs < 1:
+        raise SdbenchError(f"{name}:{lineno}: a row with {runs} runs")
+    t = _number(m.group("ms"), "time", name, lineno)
+    if not math.isfinite(t) or t < 0:
+        raise SdbenchError(f"{name}:{lineno}: bad time {m.group('ms')} ms")
+    return _Printed(lineno, m.group("label").strip(), runs, t, size, list(pending))
+
+
+def _card(lines: list[str], i: int) -> tuple[dict[str, Any], int]:
+    raw: dict[str, str] = {}
+    while i < len(lines):
+        m = _CARD_LINE.match(lines[i].strip())
+        if not m or m.group(1) in raw:
+            break
+        raw[m.group(1)] = m.group(2).strip()
+        i += 1
+    card: dict[str, Any] = {"name": raw.get("Name", ""), "type": raw.get("Type", "")}
+    if "Speed" in raw:
+        card["speed"] = raw["Speed"]
+        fm = re.match(r"([\d.]+)\s*(kHz|MHz)", raw["Speed"])
+        if fm:
+            card["freq_khz"] = round(float(fm.group(1)) * (1000 if fm.group(2) == "MHz" else 1))
+    if "Size" in raw:
+        sm = re.match(r"(\d+)\s*MB", raw["Size"])
+        if sm:
+            card["size_mib"] = int(sm.group(1))  # the driver divides by 1024*1024
+    for key in ("CSD", "SSR", "SCR", "EXT CSD"):
+        if key in raw:
+            fields = dict(re.findall(r"(\w+)=(-?\d+)", raw[key]))
+            card[key.lower().replace(" ", "_")] = {k: int(v) for k, v in fields.items()}
+    return card, i
+
+
+def _family(label: str) -> str:
+    if label.startswith("SPI Flash raw"):
+        return "SPI Flash raw"
+    if _RAW_LABEL.match(label):
+        return "SD raw"
+    m = _FS_LABEL.match(label)
+    return m.group("family") if m else label
+
+
+def _target(seg: _Segment) -> int:
+    if seg.target is not None:
+        return seg.target
+    # no "Starting benchmark" line (capture began late, or an sdbench export): infer from the rows
+    for p in seg.rows:
+        m = _FS_LABEL.match(p.label)
+        if p.label.startswith("SPI Flash raw") or (m and m.group("size") == "target"):
+            return round(p.size_kib * 1024)
+    raws = [p.size_kib for p in seg.rows if _RAW_LABEL.match(p.label)]
+    return round(max(raws) * 1024) if raws else DEFAULT_TARGET_BYTES
+
+
+def _to_run(seg: _Segment, name: str, scenario: str | None) -> RunRecord:
+    target = _target(seg)
+    size_of = sizes(target)
+    rows: list[Row] = []
+    warnings: list[str] = []
+    first_line: dict[str, int] = {}
+    for p in seg.rows:
+        label, op, nbytes, reported = _mapped(p, target, size_of)
+        if label in first_line:
+            raise SdbenchError(f"{name}:{p.lineno}: '{label}' appears again (first at line {first_line[label]}): "
+                               "the log holds more than one benchmark run; cut it into one file per run")
+        first_line[label] = p.lineno
+        printed = reported if reported is not None else nbytes
+        if abs(printed / 1024 - p.size_kib) > 0.0051 + 1e-9:
+            warnings.append(f"{label}: printed size {p.size_kib:.2f} kB does not match {printed} bytes "
+                            f"expected for target size {target} bytes")
+        if p.time_ms == 0:
+            warnings.append(f"{label}: mean time printed as 0.000 ms; speed unknown")
+        warnings += [f"{label}: {w}" for w in p.warnings]
+        mib_s = (nbytes / MIB) / (p.time_ms / 1000.0) if nbytes and p.time_ms > 0 else 0.0
+        rows.append(Row(label=label, op=op, bytes=nbytes, runs=p.runs, samples_ms=(), time_ms=p.time_ms,
+                        time_ms_median=None, time_ms_min=None, time_ms_max=None,  # type: ignore[arg-type]
+                        time_ms_stdev=None, mib_s=mib_s, reported_bytes=reported))  # type: ignore[arg-type]
+    _check_complete(rows, name, target)
+    # with the example's own log lines present, every part must close after its results
+    last = max(seg.last_row_line, seg.last_open_line)
+    if (seg.last_open_line or seg.last_close_line) and seg.last_close_line < last:
+        raise SdbenchError(f"{name}: the log ends inside a test part (no 'unmounted' line after line {last}): "
+                           "the log is truncated")
+    stack: dict[str, Any] = {"importer": FORMAT, "target_size_bytes": target, "size_units": seg.units}
+    stack.update(seg.facts)
+    meta: dict[str, Any] = {"imported_from": name, "import_format": FORMAT}
+    if seg.cards:
+        meta["device"] = seg.cards[0]
+        if any(c != seg.cards[0] for c in seg.cards[1:]):
+            warnings.append("the card information changed during the log (card swapped?); the first is kept")
+    return RunRecord(scenario=scenario or DEFAULT_SCENARIO, stack=stack, clock="wall", rows=tuple(rows),
+                     seed=None, protocol=PROTOCOL, source="imported", metadata=meta, warnings=tuple(warnings))
+
+
+def _mapped(p: _Printed, target: int, size_of: dict[str, int]) -> tuple[str, str, int, int | None]:
+    """(label, op, bytes moved per call, size the example printed if it differs)."""
+    raw = _RAW_LABEL.match(p.label)
+    if raw:
+        # every SD raw call moves the whole target; the label only names the printed size
+        reported = round(p.size_kib * 1024)
+        kib = int(raw.group(2)) if raw.group(2) else reported // 1024
+        return f"SD raw {raw.group(1)} [{kib} kB label]", raw.group(1), target, reported
+    if p.label.startswith("SPI Flash raw"):
+        return p.label, "write" if p.label.endswith("write") else "read", target, None
+    m = _FS_LABEL.match(p.label)
+    if m:
+        return p.label, m.group("op"), size_of[m.group("size")], None
+    op = "write" if " write" in f" {p.label}" else "read" if " read" in f" {p.label}" else "other"
+    return p.label, op, round(p.size_kib * 1024), None
+
+
+def _check_complete(rows: list[Row], name: str, target: int) -> None:
+    present: dict[str, set[str]] = {}
+    for r in rows:
+        present.setdefault(_family(r.label), set()).add(r.label)
+    # SD FATFS and SD LittleFS always run new-file mode and then normal mode
+    for fs in ("SD FATFS", "SD LittleFS"):
+        if (fs in present) != (f"{fs} (new file)" in present):
+            present.setdefault(fs, set())
+            present.setdefault(f"{fs} (new file)", set())
+    for family, labels in present.items():
+        if family not in FS_FAMILIES and family not in ("SD raw", "SPI Flash raw"):
+            continue  # a row this importer does not know the group of
+        expected = expected_labels(family, target)
+        missing = [lbl for lbl in expected if lbl not in labels]
+        if missing:
+            raise SdbenchError(f"{name}: {family} has {len(expected) - len(missing)} of {len(expected)} rows "
+                               f"(missing '{missing[0]}'): the log is truncated or incomplete")

@@ -1,0 +1,59 @@
+"""One self-contained HTML report: inline CSS, plots as embedded SVG images, no network."""
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import __version__
+from ..compare import card_table, compare_runs
+from ..records import RunRecord
+from ..store import StoredRun
+from . import plots
+from .tables import card_table_view, comparison_table, flatten, rows_table, run_summary
+
+
+@dataclass(frozen=True)
+class ReportRun:
+    name: str                 # shown in tables and legends, e.g. "#12"
+    record: RunRecord
+    run_id: int | None = None
+    info: StoredRun | None = None
+
+
+def _env():
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.PackageLoader("sdbench.report", "templates"),
+                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
+
+
+def render(runs: Sequence[ReportRun], *, title: str = "sdbench report") -> str:
+    pairs = [(r.name, r.record) for r in runs]
+    figs = [(stem, caption, "data:image/svg+xml;base64," + base64.b64encode(plots.svg(fig).encode()).decode())
+            for stem, caption, fig in plots.figures(pairs)]
+    comparison = warnings = None
+    if len(runs) > 1:
+        incomplete = [r.name for r in runs if r.info is not None and r.info.status != "complete"]
+        cmp = compare_runs(pairs, incomplete=incomplete)
+        comparison = comparison_table(cmp)
+        warnings = cmp.warnings
+    card = card_table_view([r.name for r in runs], card_table([r.record for r in runs])) if len(runs) > 1 else None
+    items = [{"name": r.name, "summary": run_summary(r.run_id, r.info, r.record), "warnings": r.record.warnings,
+              "rows": rows_table(r.record), "stack": flatten(r.record.stack)} for r in runs]
+    return _env().get_template("report.html.j2").render(
+        title=title, runs=items, figures=figs, comparison=comparison, comparison_warnings=warnings, card=card,
+        version=__version__, generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+
+
+def write_plots(runs: Sequence[ReportRun], directory: Path, fmt: str) -> list[Path]:
+    """The report's plots as ``DIR/<name>.<fmt>`` files; returns the paths written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    out = []
+    for stem, _, fig in plots.figures([(r.name, r.record) for r in runs]):
+        path = directory / f"{stem}.{fmt}"
+        plots.save(fig, path, fmt)
+        out.append(path)
+    return out

@@ -1,0 +1,103 @@
+"""The tables the CLI and the HTML report show: runs, rows of a run, comparisons."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..compare import Comparison, Metric, cv
+from ..records import RunRecord
+from ..store import StoredRun
+from ..store.api import device_of
+from .text import DASH, Table, num, pct
+
+# breakdown categories shown first, in stack order; others follow alphabetically
+CATEGORY_ORDER = ("host", "rtos", "usb", "bus", "card", "flash", "fs", "other")
+
+
+def categories(rec: RunRecord) -> list[str]:
+    found = {k for r in rec.rows for k in r.breakdown_ms}
+    return [c for c in CATEGORY_ORDER if c in found] + sorted(found - set(CATEGORY_ORDER))
+
+
+def runs_table(runs: Sequence[StoredRun]) -> Table:
+    t = Table(["id", "created (UTC)", "status", "source", "scenario", "protocol", "clock", "rows", "device",
+               "host"], right={0, 7})
+    for r in runs:
+        t.add([str(r.id), r.created_utc[:19].replace("T", " "), r.status, r.source, r.scenario, r.protocol or DASH,
+               r.clock, str(r.rows), r.device_name or DASH, str(r.host.get("hostname", "")) or DASH])
+    return t
+
+
+def rows_table(rec: RunRecord, title: str = "") -> Table:
+    cats = categories(rec)
+    head = ["label", "op", "bytes", "runs", "mean ms", "median ms", "min ms", "max ms", "CV", "MiB/s", "reported"]
+    head += [f"{c} ms" for c in cats]
+    t = Table(head, right=set(range(2, len(head))) - {10}, title=title)
+    for r in rec.rows:
+        reported = DASH if r.unit == "ms" and r.value is None else f"{num(r.reported_value, 2)} {r.unit}"
+        size = str(r.bytes) if r.reported_bytes is None else f"{r.bytes} ({r.reported_bytes} printed)"
+        cells = [r.label, r.op, size, str(r.runs), num(r.time_ms), num(r.time_ms_median), num(r.time_ms_min),
+                 num(r.time_ms_max), pct(cv(r)), num(r.mib_s) if r.bytes else DASH, reported]
+        cells += [num(r.breakdown_ms.get(c)) for c in cats]
+        t.add(cells)
+    return t
+
+
+def comparison_table(cmp: Comparison) -> Table:
+    head = ["label"]
+    for i, name in enumerate(cmp.names):
+        head += [f"{name} ms", f"{name} MiB/s"]
+        if i:
+            head += [f"{name} speed ×", f"{name} verdict"]
+    t = Table(head, right=set(range(1, len(head))))
+    for line in cmp.lines:
+        cells = [line.label]
+        for i, c in enumerate(line.cells):
+            cells += [num(c.row.time_ms) if c.row else DASH, num(c.row.mib_s) if c.row and c.row.bytes else DASH]
+            if i:
+                cells += [num(c.speed_x, 2) if c.speed_x is not None else DASH,
+                          c.test.short() if c.test else DASH]
+        t.add(cells)
+    t.right -= {j for j, h in enumerate(head) if h.endswith(" verdict")}
+    return t
+
+
+def card_table_view(names: Sequence[str], metrics: Sequence[Metric]) -> Table:
+    t = Table(["metric", "unit", *names], right=set(range(2, 2 + len(names))))
+    for r, m in enumerate(metrics):
+        digits = 0 if m.unit in ("IOPS",) else 3 if m.unit in ("ms", "MiB/s", "MB/s") else 2
+        t.add([m.label, m.unit, *(num(v, digits) for v in m.values)])
+        if m.best is not None:
+            t.marked.add((r, 2 + m.best))
+    return t
+
+
+def run_summary(rid: int | None, info: StoredRun | None, rec: RunRecord) -> list[tuple[str, str]]:
+    """Key facts of a run as (name, value) pairs."""
+    out = []
+    if rid is not None:
+        out.append(("run", str(rid)))
+    out += [("scenario", rec.scenario), ("protocol", rec.protocol or DASH), ("source", rec.source),
+            ("clock", "virtual (simulated)" if rec.clock == "virtual" else "wall"),
+            ("seed", DASH if rec.seed is None else str(rec.seed)), ("rows", str(len(rec.rows)))]
+    if info is not None:
+        out += [("status", info.status), ("stored (UTC)", info.created_utc[:19].replace("T", " ")),
+                ("host", ", ".join(f"{k}={v}" for k, v in info.host.items()))]
+        if info.sweep_id:
+            out.append(("sweep", info.sweep_id))
+    dev = device_of(rec.metadata)
+    if isinstance(dev, dict) and dev:
+        out.append(("device", ", ".join(f"{k}={v}" for k, v in dev.items() if not isinstance(v, dict))))
+    for k in ("imported_from", "created_utc", "sdbench_version"):
+        if k in rec.metadata:
+            out.append((k.replace("_", " "), str(rec.metadata[k])))
+    return out
+
+
+def flatten(d: object, prefix: str = "") -> list[tuple[str, str]]:
+    """Nested stack metadata as ``a.b.c = value`` pairs."""
+    if isinstance(d, dict):
+        out = []
+        for k, v in d.items():
+            out += flatten(v, f"{prefix}.{k}" if prefix else str(k))
+        return out or [(prefix, "{}")]
+    return [(prefix, str(d))]

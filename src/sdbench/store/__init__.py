@@ -1,0 +1,6 @@
+"""Results store (SQLite): see :mod:`sdbench.store.api` and docs/results-store.md."""
+from __future__ import annotations
+
+from .api import ENV_VAR, Store, StoredRun, default_db_path, open_store, parse_since
+
+__all__ = ["ENV_VAR", "Store", "StoredRun", "default_db_path", "open_store", "parse_since"]

@@ -1,0 +1,222 @@
+"""`sdbench runs/show/export/compare/import` from the user's side."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from sdbench.cli import main
+from sdbench.records import Results, RunRecord, make_row
+from sdbench.store import ENV_VAR, open_store
+
+DATA = Path(__file__).parent / "data"
+ESPIDF_LINE = re.compile(r"^\[.{55}\] \(\d+x\) [ \d.]{8} ms [ \d.]{8} kB [ \d.]{10} MB/s$")
+
+
+def run(capsys, *args):
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    path = tmp_path / "results.sqlite"
+    monkeypatch.setenv(ENV_VAR, str(path))  # every command below uses it unless --db is given
+    return path
+
+
+def _measured(scenario: str, scale: float, seed: int, n: int = 20, noise: float = 0.02) -> RunRecord:
+    rng = random.Random(seed)
+    rows = []
+    for label, nbytes, ms in (("write 64k", 65536, 6.0), ("read 64k", 65536, 4.0), ("mount", 0, 12.0)):
+        samples = [round(ms * scale * (1 + rng.gauss(0, noise)) * 1e6) for _ in range(n)]
+        rows.append(make_row(label, "write" if "write" in label else "read", nbytes, samples))
+    return RunRecord(scenario=scenario, stack={"sd": {"bus": "sdmmc", "clock_hz": 40_000_000}}, clock="wall",
+                     rows=tuple(rows), protocol="espidf", metadata={"host": "bench-pc"})
+
+
+def test_import_prints_run_id_last_and_runs_lists_it(capsys, db):
+    code, out, err = run(capsys, "import", DATA / "espidf_esp32_sdmmc.log")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[-1] == "1" and "66 rows" in lines[0] and "device SD64G" in lines[0]
+    code, out, _ = run(capsys, "import", DATA / "fio_sdcard.json", "--scenario", "rpi4-fio")
+    assert code == 0 and out.splitlines()[-1] == "2"
+    code, out, _ = run(capsys, "import", DATA / "sdfat_bench_esp32.txt", "--format", "sdfat")
+    assert code == 0 and out.splitlines()[-1] == "3"
+    code, out, _ = run(capsys, "runs", "--format", "md")
+    assert code == 0
+    assert "| 1 |" in out and "espidf-import" in out and "rpi4-fio" in out and "sdfat-import" in out
+    code, out, _ = run(capsys, "runs", "--scenario", "fio", "--format", "md")
+    assert "rpi4-fio" in out and "espidf-import" not in out
+    code, out, _ = run(capsys, "runs", "--source", "measured")
+    assert code == 0 and "no matching runs" in out
+    code, out, _ = run(capsys, "runs", "--since", "1d", "-n", "1", "-f", "md")
+    assert "sdfat-import" in out and "rpi4-fio" not in out
+
+
+@pytest.mark.parametrize("name,content,fmt,msg", [
+    ("garbage.log", "lorem ipsum\n" * 50, None, "cannot tell the format"),
+    ("empty.log", "", None, "is empty"),
+    ("binary.bin", b"\x00\x01\x02\xff" * 100, None, "binary file"),
+    ("truncated.log", None, None, "truncated"),
+    ("fio.json", (DATA / "fio_sdcard.json").read_text(), "espidf", "not an ESP-IDF perf_benchmark log"),
+    ("log.txt", (DATA / "espidf_esp32_sdmmc.log").read_text(), "fio", "no JSON document"),
+    ("bad.json", '{"format_version": 1, "runs": [{"scenario": "x"}]}', None, "missing or bad field"),
+])
+def test_bad_imports_fail_in_one_line_and_store_nothing(capsys, db, tmp_path, name, content, fmt, msg):
+    path = tmp_path / name
+    if content is None:
+        full = (DATA / "espidf_esp32_sdmmc.log").read_text()
+        content = full[: full.index("[SD LittleFS: write tiny")]
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    args = ["import", path] + (["--format", fmt] if fmt else [])
+    code, out, err = run(capsys, *args)
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and re.search(msg, err), err
+    assert not db.exists() or open_store(db).list_runs() == []
+
+
+def test_import_missing_file(capsys, db, tmp_path):
+    code, _, err = run(capsys, "import", tmp_path / "nope.log")
+    assert code == 2 and "no such file" in err
+
+
+def test_export_json_then_import_gives_identical_runs(capsys, db, tmp_path):
+    with open_store(db) as s:
+        a = s.save(_measured("espidf-memory", 1.0, 1))
+        s.save(_measured("other", 1.0, 2))
+    run(capsys, "import", DATA / "espidf_esp32_sdmmc.log")
+    for rid in (a, 3):
+        out_file = tmp_path / f"run{rid}.json"
+        code, out, err = run(capsys, "export", rid, "--format", "json", "--output", out_file)
+        assert code == 0, err
+        doc = json.loads(out_file.read_text())
+        assert doc["format_version"] == 1 and len(doc["runs"]) == 1
+        code, out, err = run(capsys, "import", out_file)
+        assert code == 0, err
+        new = int(out.splitlines()[-1])
+        with open_store(db) as s:
+            assert s.load(new) == s.load(rid)
+            assert s.info(new).source == s.info(rid).source
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".run")]  # no temp files left
+
+
+def test_export_stdout_formats(capsys, db):
+    run(capsys, "import", DATA / "espidf_esp32_sdmmc.log")
+    code, out, _ = run(capsys, "export", "latest")
+    assert code == 0 and Results.from_json(out).runs[0].scenario == "espidf-import"
+    code, out, _ = run(capsys, "export", "1", "-f", "espidf")
+    lines = out.splitlines()
+    assert len(lines) == 66 and all(ESPIDF_LINE.match(ln) for ln in lines)
+    assert lines[26].startswith("[SD raw write [16 kB label]") and "   16.00 kB " in lines[26]
+    code, out, _ = run(capsys, "export", "1", "-f", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert len(rows) == 66 and rows[26]["bytes"] == "65536" and rows[26]["reported_bytes"] == "16384"
+    assert rows[0]["time_ms"] == "712.402" and rows[0]["time_ms_median"] == "" and rows[0]["samples"] == "0"
+    code, out, _ = run(capsys, "export", "1", "-f", "md")
+    assert "### Run 1: espidf-import" in out and "| SD raw write [16 kB label] | write |" in out
+
+
+def test_export_errors(capsys, db, tmp_path):
+    code, _, err = run(capsys, "export", "1")
+    assert code == 2 and "no results store" in err
+    run(capsys, "import", DATA / "sdfat_bench_esp32.txt")
+    code, _, err = run(capsys, "export", "9")
+    assert code == 2 and err.strip() == f"error: no run 9 in {db} (see `sdbench runs`)"
+    code, _, err = run(capsys, "export", "1", "-o", tmp_path / "missing-dir" / "x.json")
+    assert code == 2 and "does not exist" in err
+    code, _, err = run(capsys, "export", "1", "-f", "xml")
+    assert code == 2
+
+
+def test_show(capsys, db):
+    run(capsys, "import", DATA / "espidf_esp32_sdmmc.log")
+    code, out, _ = run(capsys, "show", "1", "--format", "md")
+    assert code == 0
+    assert "| device | name=SD64G" in out and "| stack.target_size_bytes | 65536 |" in out
+    assert "| SD raw write [16 kB label] | write | 65536 (16384 printed) | 10 | 7.114 | – |" in out
+    code, out, _ = run(capsys, "show", "1")
+    assert code == 0 and "SD64G" in out and "SD raw write [16 kB label]" in out
+
+
+def test_compare_verdicts_and_warnings(capsys, db):
+    with open_store(db) as s:
+        s.save(_measured("card-a", 1.0, 1))
+        s.save(_measured("card-b", 1.25, 2))      # 25 % slower
+        s.save(_measured("card-a", 1.0, 3))       # the same card again
+    run(capsys, "import", DATA / "espidf_esp32_sdmmc.log")
+    code, out, err = run(capsys, "compare", "1", "2", "3", "4", "--format", "md")
+    assert code == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("| write 64k |"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[5].startswith("0.8") and cells[6].startswith("slower (p<0.001")
+    assert cells[10].startswith("not significant") or cells[10].startswith("unclear")
+    assert "#4: 66 of 66 rows have no per-call samples (imported)" in out
+    assert "| SD raw write [16 kB label] | – | – | – | – | – | – | – | – | – | – | 7.114 |" in out
+
+
+def test_compare_flags_unstable_runs(capsys, db):
+    with open_store(db) as s:
+        s.save(_measured("quiet", 1.0, 1))
+        s.save(_measured("noisy", 1.0, 2, noise=0.3))
+    code, out, _ = run(capsys, "compare", "1", "2", "-f", "md")
+    assert code == 0 and "#2: unstable rows (CV > 10%)" in out
+
+
+def test_compare_table_marks_best(capsys, db):
+    with open_store(db) as s:
+        s.save(_measured("card-a", 1.0, 1))
+        s.save(_measured("card-b", 0.5, 2))
+    code, out, _ = run(capsys, "compare", "1", "2", "--table", "-f", "md")
+    assert code == 0
+    line = next(ln for ln in out.splitlines() if ln.startswith("| write 64k |"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[1] == "ms" and not cells[2].startswith("**") and cells[3].startswith("**")
+    code, out, _ = run(capsys, "compare", "1", "2", "--table", "--metric", "mib_s", "-f", "md")
+    line = next(ln for ln in out.splitlines() if ln.startswith("| read 64k |"))
+    assert "MiB/s" in line and line.count("**") == 2
+    code, out, _ = run(capsys, "compare", "1", "2", "--table")
+    assert code == 0 and "write 64k" in out
+
+
+def test_compare_needs_two_runs_and_no_duplicates(capsys, db):
+    with open_store(db) as s:
+        s.save(_measured("card-a", 1.0, 1))
+    code, _, err = run(capsys, "compare", "1")
+    assert code == 2 and "at least two runs" in err
+    code, _, err = run(capsys, "compare", "1", "latest")
+    assert code == 2 and "given twice" in err
+
+
+def test_runs_without_store_and_explicit_db(capsys, db, tmp_path):
+    code, out, _ = run(capsys, "runs")
+    assert code == 0 and "no runs stored yet" in out
+    other = tmp_path / "other.sqlite"
+    code, out, _ = run(capsys, "import", DATA / "sdfat_bench_esp32.txt", "--db", other)
+    assert code == 0 and other.exists() and not db.exists()
+    code, out, _ = run(capsys, "runs", "--db", other, "-f", "md")
+    assert "sdfat-import" in out
+
+
+def test_bad_since_is_one_line(capsys, db):
+    run(capsys, "import", DATA / "sdfat_bench_esp32.txt")
+    code, _, err = run(capsys, "runs", "--since", "yesterday-ish")
+    assert code == 2 and err.startswith("error: --since") and len(err.splitlines()) == 1
+
+
+def test_exporting_an_incomplete_run_warns(capsys, db):
+    with open_store(db) as s:
+        rid = s.begin_run(scenario="cut", clock="wall")
+        s.add_row(rid, make_row("a", "read", 512, [1000, 1100]))
+    code, out, err = run(capsys, "export", rid, "-f", "csv")
+    assert code == 0 and len(out.splitlines()) == 2
+    assert "run 1 is incomplete (interrupted): exported the 1 rows" in err
+    code, out, _ = run(capsys, "runs", "--status", "incomplete", "-f", "md")
+    assert "| 1 |" in out and "incomplete" in out
