@@ -120,3 +120,21 @@ def test_invalid_toml_is_a_clear_error(capsys, tmp_path):
     bad.write_text("this is = = not toml")
     code, _, err = run(capsys, "run", str(bad))
     assert code == 2 and "invalid TOML" in err
+
+
+def test_run_saves_to_the_store_by_default(capsys, tmp_path):
+    db = tmp_path / "r.sqlite"
+    code, out, err = run(capsys, "run", "--runs", "1", "--db", str(db), "--set", "espidf.parts=['sd_raw']")
+    assert code == 0
+    assert "saved as run 1" in err
+    code, out, _ = run(capsys, "runs", "--db", str(db))
+    assert code == 0 and "espidf-esp32-sdmmc4-40mhz" in out
+    code, out, err = run(capsys, "run", "--runs", "1", "--db", str(db), "--no-save", "--set", "espidf.parts=['sd_raw']")
+    assert code == 0 and "saved" not in err
+    from sdbench.store import open_store
+
+    with open_store(str(db)) as store:
+        runs = store.list_runs()
+        assert len(runs) == 1
+        rec = store.load(runs[0].id if hasattr(runs[0], "id") else runs[0].run_id)
+        assert rec.rows[0].label == "SD raw write [16 kB label]" and rec.clock == "virtual"

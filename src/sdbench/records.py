@@ -26,16 +26,16 @@ class Row:
     runs: int
     samples_ms: tuple[float, ...]  # one per timed call
     time_ms: float                # mean per timed call
-    time_ms_median: float
-    time_ms_min: float
-    time_ms_max: float
-    time_ms_stdev: float
+    time_ms_median: float | None  # None when a source printed only the mean (imported logs)
+    time_ms_min: float | None
+    time_ms_max: float | None
+    time_ms_stdev: float | None
     mib_s: float                  # bytes / mean time, MiB/s (0 when bytes == 0)
     counters: dict[str, int] = field(default_factory=dict)       # block-op counters over the timed calls
     breakdown_ms: dict[str, float] = field(default_factory=dict)  # simulated time by category, per call
     commands: dict[str, float] = field(default_factory=dict)      # bus commands per call, by type
     reported_bytes: int | None = None  # size a protocol prints (ESP-IDF's SD raw rows), if not `bytes`
-    unit: str = "ms"              # figure a protocol reports for this row: ms, KiB/s, MB/s, us
+    unit: str = "ms"              # figure a protocol reports: ms, us, KiB/s, KB/s (10^3), MB/s (10^6), MiB/s, IOPS
     value: float | None = None    # that figure (None: time_ms)
 
     @property

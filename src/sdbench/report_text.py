@@ -10,9 +10,12 @@ def markdown_table(rec: RunRecord) -> str:
     if simulated:
         head += ["host ms", "bus ms", "card ms", "rtos ms", "commands/call"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---:" if i else "---" for i in range(len(head))) + "|"]
+    def ms(v: float | None) -> str:
+        return "" if v is None else f"{v:.3f}"
+
     for r in rec.rows:
-        cells = [r.label, str(r.runs), str(r.bytes), f"{r.time_ms:.3f}", f"{r.time_ms_median:.3f}",
-                 f"{r.time_ms_min:.3f}", f"{r.time_ms_max:.3f}", f"{r.time_ms_stdev:.3f}", f"{r.mib_s:.3f}"]
+        cells = [r.label, str(r.runs), str(r.bytes), ms(r.time_ms), ms(r.time_ms_median), ms(r.time_ms_min),
+                 ms(r.time_ms_max), ms(r.time_ms_stdev), f"{r.mib_s:.3f}"]
         if simulated:
             b = r.breakdown_ms
             cells += [f"{b.get('host', 0):.3f}", f"{b.get('bus', 0):.3f}",

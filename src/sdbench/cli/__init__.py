@@ -38,7 +38,14 @@ def _root(version: bool = typer.Option(False, "--version", help="Print the versi
     """sdbench: storage benchmarks for SD cards and flash."""
 
 
+_loaded = False
+
+
 def _load_commands() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("cmd_"):
             mod = importlib.import_module(f"{__name__}.{info.name}")

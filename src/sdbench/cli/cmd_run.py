@@ -41,6 +41,9 @@ def write_atomically(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are for sharing
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -76,6 +79,9 @@ def register(app: typer.Typer) -> None:
         set_: list[str] = typer.Option([], "--set", help="Override a scenario field, e.g. "
                                                          "--set espidf.target_size_bytes=32768 (repeatable)."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or notes on stderr."),
+        db: Optional[Path] = typer.Option(None, "--db", help="Results database (default: $SDBENCH_DB or the "
+                                                              "per-user data directory)."),
+        save: bool = typer.Option(True, "--save/--no-save", help="Save each run in the results database."),
     ) -> None:
         """Run scenarios (protocol + stack) and print one line per measurement.
 
@@ -96,10 +102,24 @@ def register(app: typer.Typer) -> None:
                 sc_over.append(f"seed={seed}")
             loaded.append(scen.load(n, sc_over))
         records = []
+        store = None
+        if save:
+            from ..store import open_store
+
+            store = open_store(str(db) if db is not None else None)
         for sc in loaded:
             if not quiet:
                 typer.echo(f"running {sc.name}: {sc.description}", err=True)
-            rec = run_scenario(sc, progress=not quiet and sys.stderr.isatty())
+            if store is not None:
+                # each finished row is committed at once: a run killed part-way keeps what it measured
+                rid = store.begin_run(scenario=sc.name, clock=sc.clock_kind(), protocol=sc.protocol, seed=sc.seed,
+                                      source="simulated" if sc.clock_kind() == "virtual" else "measured")
+                rec = run_scenario(sc, progress=not quiet and sys.stderr.isatty(),
+                                   on_row=lambda row, rid=rid: store.add_row(rid, row))
+                store.finish_run(rid, rec)
+                typer.echo(f"saved as run {rid}", err=True)
+            else:
+                rec = run_scenario(sc, progress=not quiet and sys.stderr.isatty())
             records.append(rec)
             if not quiet:
                 for w in rec.warnings:
