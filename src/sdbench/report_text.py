@@ -6,7 +6,10 @@ from .records import RunRecord
 
 def markdown_table(rec: RunRecord) -> str:
     simulated = rec.clock == "virtual"
+    figures = any(r.unit != "ms" for r in rec.rows)
     head = ["label", "runs", "bytes", "mean ms", "median ms", "min ms", "max ms", "stdev ms", "MiB/s"]
+    if figures:
+        head.insert(1, "figure")
     if simulated:
         head += ["host ms", "bus ms", "card ms", "rtos ms", "commands/call"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---:" if i else "---" for i in range(len(head))) + "|"]
@@ -16,6 +19,9 @@ def markdown_table(rec: RunRecord) -> str:
     for r in rec.rows:
         cells = [r.label, str(r.runs), str(r.bytes), ms(r.time_ms), ms(r.time_ms_median), ms(r.time_ms_min),
                  ms(r.time_ms_max), ms(r.time_ms_stdev), f"{r.mib_s:.3f}"]
+        if figures:
+            unit = "µs" if r.unit == "us" else r.unit
+            cells.insert(1, f"{r.reported_value:.4g} {unit}")
         if simulated:
             b = r.breakdown_ms
             cells += [f"{b.get('host', 0):.3f}", f"{b.get('bus', 0):.3f}",

@@ -62,6 +62,15 @@ def print_run(rec: RunRecord, fmt: OutFormat) -> None:
         typer.echo("")
         typer.echo(markdown_table(rec))
         typer.echo("")
+        summary = rec.metadata.get("p2_summary")
+        if summary:
+            typer.echo("| summary | value |")
+            typer.echo("|---|---:|")
+            for k, v in summary.items():
+                shown = f"{v:.0f} KiB/s" if k.endswith("kib_s") else (f"{v * 100:.0f} %" if "efficiency" in k
+                                                                       else f"{v:.2f}x")
+                typer.echo(f"| {k.replace('_', ' ')} | {shown} |")
+            typer.echo("")
 
 
 def register(app: typer.Typer) -> None:
@@ -72,9 +81,10 @@ def register(app: typer.Typer) -> None:
         runs: Optional[int] = typer.Option(None, "--runs", min=1, max=100_000,
                                            help="Timed calls per row (overrides the scenario)."),
         seed: Optional[int] = typer.Option(None, "--seed", help="Seed for data and simulated card randomness."),
-        fmt: OutFormat = typer.Option(OutFormat.espidf, "--format", "-f",
-                                      help="espidf: the example's printf lines; table: a Markdown table; "
-                                           "json: the results document on stdout."),
+        fmt: Optional[OutFormat] = typer.Option(None, "--format", "-f",
+                                                help="espidf: the example's printf lines (default for the ESP-IDF "
+                                                     "protocol); table: a Markdown table (default otherwise); "
+                                                     "json: the results document on stdout."),
         json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the results as JSON to FILE."),
         set_: list[str] = typer.Option([], "--set", help="Override a scenario field, e.g. "
                                                          "--set espidf.target_size_bytes=32768 (repeatable)."),
@@ -124,7 +134,7 @@ def register(app: typer.Typer) -> None:
             if not quiet:
                 for w in rec.warnings:
                     typer.echo(f"warning: {w}", err=True)
-            print_run(rec, fmt)
+            print_run(rec, fmt or (OutFormat.espidf if sc.protocol == "espidf" else OutFormat.table))
         results = Results(runs=tuple(records))
         if fmt is OutFormat.json:
             typer.echo(results.to_json(), nl=False)
