@@ -30,12 +30,12 @@ from typing import Any, Callable
 import numpy as np
 from scipy.optimize import least_squares, lsq_linear
 
+from . import profiles
 from .errors import ConfigError, SdbenchError
 from .media.sim.card import CardProfile
 from .media.sim.esp_flash import EspFlashHostProfile
 from .media.sim.host import HostProfile
 from .media.sim.nor import FlashChipProfile
-from .media.sim.sdtarget import _profile_table
 from .protocols import run_scenario
 from .records import Row
 from .scenarios import load as load_scenario
@@ -280,11 +280,7 @@ def _num(name: str, v: float) -> str:
 
 
 def _table(kind: str, name: str) -> dict[str, Any]:
-    folder = TARGETS[kind][1]
-    res = DATA / folder / f"{name}.toml"
-    if not res.is_file():
-        raise ConfigError(f"no {kind} profile {name!r} in sdbench/data/{folder}")
-    return tomllib.loads(res.read_text())
+    return profiles.load_table(TARGETS[kind][1], name, what=f"{kind} profile")
 
 
 def _initial(group: FitGroup) -> np.ndarray:

@@ -138,7 +138,6 @@ class CardModel:
         for au in range(first_page // pages_per_au, last_page // pages_per_au + 1):
             lo = max(first_page, au * pages_per_au)
             hi = min(last_page, (au + 1) * pages_per_au - 1)
-            n_pages = hi - lo + 1
             st = self._open.pop(au, None)
             if st is None:
                 if len(self._open) >= p.open_aus:

@@ -35,14 +35,13 @@ erase_range`` offer to wear levelling, SPIFFS and littlefs.
 from __future__ import annotations
 
 import random
-import tomllib
 from dataclasses import dataclass, fields
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from ...clock import VirtualClock
 from ...errors import ConfigError
+from ... import profiles
 from ...options import from_mapping, opt, to_mapping
 from ..base import BlockDevice, Geometry
 from ..wl import WearLevelling, WlConfig
@@ -88,27 +87,12 @@ class EspFlashHostProfile:
         return cycles * 1e9 / self.cpu_hz
 
 
-HOSTS_DATA = resources.files("sdbench") / "data" / "hosts"
 
 
 def load_esp_flash_host(name_or_path: str | Path = "esp32-flash",
                         overrides: dict[str, Any] | None = None) -> EspFlashHostProfile:
     """Load an ESP flash host profile by shipped name or from a TOML file path."""
-    p = Path(name_or_path)
-    if p.suffix == ".toml" and p.exists():
-        text, where = p.read_text(), str(p)
-    else:
-        res = HOSTS_DATA / f"{name_or_path}.toml"
-        if not res.is_file():
-            raise ConfigError(f"unknown ESP flash host profile {name_or_path!r}")
-        text, where = res.read_text(), f"hosts/{name_or_path}.toml"
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{where}: {e}") from None
-    if overrides:
-        data = {**data, **overrides}
-    return from_mapping(EspFlashHostProfile, data, "esp_flash_host")
+    return profiles.load(EspFlashHostProfile, "hosts", str(name_or_path), overrides, what="ESP flash host profile")
 
 
 @dataclass

@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import math
 import random
-import tomllib
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +40,8 @@ import numpy as np
 
 from ...clock import VirtualClock
 from ...errors import ConfigError
-from ...options import from_mapping, opt, to_mapping
+from ... import profiles
+from ...options import opt, to_mapping
 from ..base import BlockDevice, BlockDeviceError, DeviceStats, Geometry
 
 SECTOR_BYTES = 4096
@@ -153,34 +152,16 @@ class FlashChipProfile:
         return max(min(per_byte_rule, line_to_page), 0.0)
 
 
-FLASH_DATA = resources.files("sdbench") / "data" / "flash"
 
 
 def list_chip_profiles() -> list[str]:
     """Names of the chip profiles shipped in ``sdbench/data/flash``."""
-    return sorted(p.name[:-5] for p in FLASH_DATA.iterdir() if p.name.endswith(".toml"))
+    return profiles.shipped("flash")
 
 
 def load_chip_profile(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> FlashChipProfile:
     """Load a chip profile by shipped name (``w25q32jv``) or from a TOML file path."""
-    p = Path(name_or_path)
-    if p.suffix == ".toml" and p.exists():
-        text = p.read_text()
-        where = str(p)
-    else:
-        res = FLASH_DATA / f"{name_or_path}.toml"
-        if not res.is_file():
-            shipped = ", ".join(list_chip_profiles())
-            raise ConfigError(f"unknown flash chip profile {name_or_path!r} (shipped: {shipped})")
-        text = res.read_text()
-        where = f"flash/{name_or_path}.toml"
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{where}: {e}") from None
-    if overrides:
-        data = {**data, **overrides}
-    return from_mapping(FlashChipProfile, data, "flash_chip")
+    return profiles.load(FlashChipProfile, "flash", str(name_or_path), overrides, what="flash chip profile")
 
 
 @dataclass(frozen=True)

@@ -7,22 +7,18 @@ names them and may override single fields in ``[sd.host_params]`` /
 """
 from __future__ import annotations
 
-import tomllib
-from dataclasses import dataclass, field
-from importlib import resources
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ...clock import VirtualClock
 from ...errors import ConfigError
-from ...options import from_mapping, opt, to_mapping
+from ... import profiles
+from ...options import opt, to_mapping
 from .bus import BusConfig, SdBus
 from .card import CardProfile
 from .host import HostProfile
 from .sdhost import SdHostDriver
-
-DATA = resources.files("sdbench") / "data"
-
 
 @dataclass(frozen=True)
 class SimSdConfig:
@@ -35,36 +31,12 @@ class SimSdConfig:
     log_commands: bool = opt(False, help="record every command (for sdbench trace)")
 
 
-def _profile_table(kind: str, name: str, base_dir: Path | None) -> dict[str, Any]:
-    if name.endswith(".toml"):
-        p = Path(name)
-        if not p.is_absolute() and base_dir is not None:
-            p = base_dir / p
-        if not p.is_file():
-            raise ConfigError(f"{kind} profile file not found: {p}")
-        text = p.read_text()
-    else:
-        res = DATA / f"{kind}s" / f"{name}.toml"
-        if not res.is_file():
-            known = sorted(x.name[:-5] for x in (DATA / f"{kind}s").iterdir() if x.name.endswith(".toml"))
-            raise ConfigError(f"unknown {kind} profile {name!r} (known: {', '.join(known)})")
-        text = res.read_text()
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{kind} profile {name}: invalid TOML: {e}") from None
-
-
 def load_host(name: str, overrides: dict[str, Any] | None = None, base_dir: Path | None = None) -> HostProfile:
-    t = _profile_table("host", name, base_dir)
-    t.update(overrides or {})
-    return from_mapping(HostProfile, t, f"host {name}")
+    return profiles.load(HostProfile, "hosts", name, overrides, base_dir, what="host profile")
 
 
 def load_card(name: str, overrides: dict[str, Any] | None = None, base_dir: Path | None = None) -> CardProfile:
-    t = _profile_table("card", name, base_dir)
-    t.update(overrides or {})
-    return from_mapping(CardProfile, t, f"card {name}")
+    return profiles.load(CardProfile, "cards", name, overrides, base_dir, what="card profile")
 
 
 def build_sim_sd(cfg: SimSdConfig, scenario: Any, clock: Any) -> tuple[SdHostDriver, dict[str, Any]]:

@@ -1,0 +1,46 @@
+"""Profiles are TOML data: shipped ones in ``sdbench/data/<folder>/<name>.toml``,
+or a user's file given by path.  One loader serves hosts, cards and flash chips."""
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .errors import ConfigError
+from .options import from_mapping
+
+DATA = resources.files("sdbench") / "data"
+T = TypeVar("T")
+
+
+def shipped(folder: str) -> list[str]:
+    return sorted(p.name[:-5] for p in (DATA / folder).iterdir() if p.name.endswith(".toml"))
+
+
+def load_table(folder: str, name: str, base_dir: Path | None = None, *, what: str = "profile") -> dict[str, Any]:
+    """The TOML table of a shipped profile ``name``, or of a file when ``name`` ends in .toml
+    (relative paths are relative to ``base_dir``, e.g. the scenario file's folder)."""
+    if str(name).endswith(".toml"):
+        p = Path(name)
+        if not p.is_absolute() and base_dir is not None:
+            p = base_dir / p
+        if not p.is_file():
+            raise ConfigError(f"{what} file not found: {p}")
+        text, where = p.read_text(), str(p)
+    else:
+        res = DATA / folder / f"{name}.toml"
+        if not res.is_file():
+            raise ConfigError(f"unknown {what} {name!r} (shipped: {', '.join(shipped(folder))})")
+        text, where = res.read_text(), f"{folder}/{name}.toml"
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{where}: invalid TOML: {e}") from None
+
+
+def load(cls: type[T], folder: str, name: str, overrides: dict[str, Any] | None = None,
+         base_dir: Path | None = None, *, what: str = "profile") -> T:
+    table = load_table(folder, name, base_dir, what=what)
+    table.update(overrides or {})
+    return from_mapping(cls, table, f"{what} {name}")
