@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from ...clock import VirtualClock
 from ...errors import ConfigError
+from ...fs.costed import CostedFileSystem
 from ...fs.fat import FatConfig, FatFileSystem
 from ...fs.littlefs import LittleFsConfig, LittleFsFileSystem
 from ...options import from_mapping, opt, to_mapping
@@ -44,6 +45,9 @@ class SimFlashConfig:
                                                                   block_cycles=512),
                                    help="LittleFS on the partition (esp_littlefs flash configuration)")
     spiffs: dict[str, Any] = opt(factory=dict, help="SPIFFS configuration fields (default: ESP-IDF's)")
+    fs_call_cycles: int = opt(6000, unit="cycles", min=0,
+                              help="host cost of one file read()/write() through the VFS and filesystem, excluding "
+                                   "flash I/O (the same estimate as the SD host profiles), at the host's cpu_hz")
 
 
 class WlRawView(BlockDeviceWrapper):
@@ -83,6 +87,9 @@ class FlashTarget:
         spiffs = _spiffs_factory(self.partition, cfg.spiffs)
         if spiffs is not None:
             self.fs_factories["flash_spiffs"] = spiffs
+        call_ns = cfg.fs_call_cycles * 1e9 / host.cpu_hz
+        for part, make in list(self.fs_factories.items()):
+            self.fs_factories[part] = lambda make=make: CostedFileSystem(make(), clock, call_ns)
         # block-op counters per row: the filesystem's device and the flash partition below it
         self.counter_devices: dict[str, tuple[BlockDevice, ...]] = {
             "flash_raw": (self.raw_device, self.partition)}
