@@ -1,0 +1,166 @@
+"""sdbench's real-media engine against fio on the same target in the same run.
+
+Target: a loop device (``losetup --direct-io=on`` where the kernel allows it)
+over an image file in tmpfs (``/dev/shm``) when running as root with a working
+losetup, otherwise the image file itself.  tmpfs keeps the disk's own
+second-to-second noise out, so the comparison shows the engines' overhead
+through the real block layer; a card is far slower than either engine.
+Both tools use O_DIRECT, synchronous I/O, one I/O in flight (fio:
+``ioengine=psync, iodepth=1``):
+
+* sequential 1 MiB writes (with a final fsync) and reads, going round a
+  256 MiB region: sdbench should reach at least 0.9x fio's throughput;
+* random 4 KiB reads and writes at QD1: at least 0.8x fio's IOPS.
+
+Every measurement runs for a fixed time.  Shared machines are noisy from
+second to second, so the tools run in adjacent pairs (alternating which goes
+first) and the verdict uses the median of the per-pair ratios; the medians of
+each tool's figures are shown beside it.
+fio comes from Debian's package; it is installed with apt-get when missing
+(as root), otherwise this section says it was skipped.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+from sdbench.media.linux import LinuxBlockDevice
+from sdbench.workloads.fio import JobConfig, run_job
+
+MIB = 1 << 20
+SIZE_BYTES = 256 * MIB
+RUNTIME_S = 1.0
+ROUNDS = 9
+CASES = [  # label, rw, bs, timed?, metric, target ratio
+    ("sequential write 1 MiB QD1", "write", MIB, True, "MiB/s", 0.9),
+    ("sequential read 1 MiB QD1", "read", MIB, True, "MiB/s", 0.9),
+    ("random read 4 KiB QD1", "randread", 4096, True, "IOPS", 0.8),
+    ("random write 4 KiB QD1", "randwrite", 4096, True, "IOPS", 0.8),
+]
+
+
+def _ensure_fio() -> str | None:
+    if shutil.which("fio"):
+        return None
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        return "fio is not installed and cannot be installed here (needs root and apt-get)"
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "fio"]):
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if r.returncode:
+            return f"installing fio failed: {(r.stderr or r.stdout).strip().splitlines()[-1:]}"
+    return None if shutil.which("fio") else "fio still missing after apt-get install"
+
+
+def _fs_of(path: Path) -> str:
+    from sdbench.media.safety import read_mounts
+
+    real = str(path.resolve()) + "/"
+    best = max((m for m in read_mounts() if real.startswith(m.mount_point.rstrip("/") + "/")),
+               key=lambda m: len(m.mount_point), default=None)
+    return f"{best.fstype} ({best.source})" if best else "an unknown filesystem"
+
+
+def _attach_loop(img: Path) -> tuple[str | None, str]:
+    if os.geteuid() != 0 or not shutil.which("losetup"):
+        return None, "not root or no losetup"
+    for extra in (["--direct-io=on"], []):
+        r = subprocess.run(["losetup", "--find", "--show", *extra, str(img)], capture_output=True, text=True)
+        if r.returncode == 0 and r.stdout.strip():
+            return r.stdout.strip(), "direct-io on" if extra else "direct-io off"
+    return None, r.stderr.strip()
+
+
+def _fio(target: str, rw: str, bs: int, timed: bool) -> float:
+    cmd = ["fio", "--output-format=json", "--name=bench", f"--filename={target}", f"--rw={rw}", f"--bs={bs}",
+           f"--size={SIZE_BYTES}", "--direct=1", "--ioengine=psync", "--iodepth=1", "--randrepeat=0"]
+    if timed:
+        cmd += [f"--runtime={RUNTIME_S}", "--time_based"]
+    if "write" in rw:
+        cmd += ["--end_fsync=1"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(f"fio failed: {r.stderr.strip()}")
+    job = json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]
+    side = job["write" if "write" in rw else "read"]
+    return side["iops"] if rw.startswith("rand") else side["bw_bytes"] / MIB
+
+
+def _sdbench(dev: LinuxBlockDevice, rw: str, bs: int, timed: bool) -> float:
+    job = JobConfig(name="bench", rw=rw, bs_bytes=bs, size_bytes=SIZE_BYTES, iodepth=1, direct=True,
+                    runtime_s=RUNTIME_S if timed else 0.0, time_based=timed, fsync_on_end=True)
+    res = run_job(dev, job)
+    lp = res.loops[0]
+    kind = "write" if "write" in rw else "read"
+    secs = lp.duration_ns / 1e9
+    return lp.ops[kind] / secs if rw.startswith("rand") else lp.ops[kind] * bs / MIB / secs
+
+
+def run() -> str:
+    head = ["## Real media: sdbench vs fio (same target, same run)", ""]
+    why = _ensure_fio()
+    if why:
+        return "\n".join(head + [f"Skipped: {why}.", ""])
+    fio_version = subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip()
+    load_1min = os.getloadavg()[0]
+    cpus = os.cpu_count() or 1
+    base = None
+    for cand in ("/dev/shm", "/var/tmp"):
+        if os.path.isdir(cand) and os.access(cand, os.W_OK) and shutil.disk_usage(cand).free > 2 * SIZE_BYTES:
+            base = cand
+            break
+    workdir = Path(tempfile.mkdtemp(prefix="sdbench-bench-", dir=base))
+    img = workdir / "target.img"
+    loop = None
+    try:
+        with open(img, "wb") as f:  # real data everywhere: reads must not hit holes
+            chunk = os.urandom(MIB)
+            for _ in range(SIZE_BYTES // MIB):
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        loop, how = _attach_loop(img)
+        target = loop or str(img)
+        fs_type = _fs_of(workdir)
+        where = (f"loop device {loop} ({how}) over a {SIZE_BYTES // MIB} MiB image file on {fs_type}"
+                 if loop else f"image file ({SIZE_BYTES // MIB} MiB) on {fs_type} -- loop devices "
+                              f"unavailable: {how}")
+        dev = LinuxBlockDevice(target, allow_write=True)
+        rows = []
+        try:
+            for label, rw, bs, timed, metric, goal in CASES:
+                f_vals, s_vals = [], []
+                for i in range(ROUNDS):
+                    if i % 2:
+                        s_vals.append(_sdbench(dev, rw, bs, timed))
+                        f_vals.append(_fio(target, rw, bs, timed))
+                    else:
+                        f_vals.append(_fio(target, rw, bs, timed))
+                        s_vals.append(_sdbench(dev, rw, bs, timed))
+                f_med, s_med = statistics.median(f_vals), statistics.median(s_vals)
+                ratio = statistics.median(s / f for s, f in zip(s_vals, f_vals) if f)
+                rows.append(f"| {label} | {metric} | {f_med:,.0f} | {s_med:,.0f} | {ratio:.2f}x | >= {goal}x | "
+                            f"{'ok' if ratio >= goal else 'BELOW'} |")
+        finally:
+            dev.close()
+    finally:
+        if loop:
+            subprocess.run(["losetup", "-d", loop], capture_output=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+    return "\n".join(head + [
+        f"Target: {where}. {fio_version}, ioengine=psync, O_DIRECT, QD1; each run {RUNTIME_S:g} s; "
+        f"{ROUNDS} adjacent pairs per measurement. Load average at the start: {load_1min:.1f} on {cpus} CPU(s)"
+        + (" -- a busy machine: RAM-speed I/O becomes CPU-bound and noisy, rerun when idle." if load_1min > cpus / 2
+           else "."), "",
+        "| measurement | unit | fio (median) | sdbench (median) | sdbench/fio (median of pairs) | target | verdict |",
+        "|---|---|---|---|---|---|---|",
+        *rows, ""])
+
+
+if __name__ == "__main__":
+    print(run())

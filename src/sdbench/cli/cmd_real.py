@@ -1,0 +1,462 @@
+"""Real media: ``sdbench fio``, ``sdbench stream``, ``sdbench preset cdm|a1|sdfat``, ``sdbench info``.
+
+Targets: ``--device PATH`` (a block device or an image file, O_DIRECT) or
+``--dir PATH`` (a directory on a mounted filesystem).  Writing to a device
+needs ``--allow-write`` and a confirmation naming the device (or ``--yes``);
+mounted, root and swap devices are refused whatever the flags say.
+Directory targets only create (and afterwards remove) their own test files.
+
+Tables are Markdown, units in the headers.  ``--json FILE`` writes the
+results document atomically (temporary file + rename).
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from enum import Enum
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from ..errors import ConfigError, SdbenchError
+from ..identity import decode_registers, identify
+from ..media.dirtarget import DirTarget
+from ..media.linux import LinuxBlockDevice
+from ..options import to_mapping
+from ..records import MIB, Results, RunRecord
+from ..workloads import fio as fiomod
+from ..workloads.stream import run_stream
+
+# ---- helpers the lead's `sdbench run` can reuse ---------------------------------------------
+
+
+def check_output_path(path: Path) -> None:
+    """Fail before any measurement if the results file cannot be written."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise SdbenchError(f"cannot write {path}: it is a directory")
+    if not parent.is_dir():
+        raise SdbenchError(f"cannot write {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise SdbenchError(f"cannot write {path}: permission denied")
+
+
+def write_json_atomically(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else ".")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def open_target(device: Optional[str], directory: Optional[str], *, writes: bool, allow_write: bool = False,
+                yes: bool = False, offset_bytes: int = 0, size_bytes: int | None = None,
+                direct: Optional[bool] = None, drop_caches: bool = False) -> LinuxBlockDevice | DirTarget:
+    """Open ``--device`` or ``--dir`` safely.
+
+    ``direct``: True = O_DIRECT required (error if refused), False = buffered,
+    None = O_DIRECT where possible (a warning otherwise).  For a device that
+    will be written: needs ``allow_write``; safety checks run in
+    :class:`LinuxBlockDevice`; then the user confirms (unless ``yes``).
+    """
+    if (device is None) == (directory is None):
+        raise SdbenchError("give exactly one target: --device PATH or --dir PATH")
+    if directory is not None:
+        target: LinuxBlockDevice | DirTarget = DirTarget(directory, direct=direct is not False, drop_caches=drop_caches)
+        if direct is True and not target.direct_align_bytes:
+            raise SdbenchError(f"O_DIRECT is not supported in {directory} (the filesystem refuses it); "
+                               f"use --buffered to accept page-cache I/O with fsync and fadvise")
+        return target
+    assert device is not None
+    if writes and not allow_write:
+        raise SdbenchError(f"refusing to write to {device} without --allow-write (data in the tested range is "
+                           f"destroyed)")
+    dev = LinuxBlockDevice(device, allow_write=writes, offset_bytes=offset_bytes, size_bytes=size_bytes,
+                           direct=direct is not False)
+    try:
+        if direct is True and not dev.direct:
+            raise SdbenchError(f"O_DIRECT is not supported on {device} (the filesystem refuses it); "
+                               f"use --buffered to accept page-cache I/O")
+        if writes and not yes:
+            try:
+                desc = identify(device).get("summary", "")
+            except SdbenchError:
+                desc = ""
+            start, end = dev.offset_bytes, dev.offset_bytes + dev.window_bytes
+            what = "image file" if not dev.is_block else "device"
+            typer.confirm(f"Write test data to {what} {device}{f' ({desc})' if desc else ''}, bytes {start}..{end}? "
+                          f"Everything stored there is destroyed", abort=True, err=True)
+    except BaseException:
+        dev.close()
+        raise
+    return dev
+
+
+def _parse_size_opt(v: Optional[str], what: str) -> Optional[int]:
+    return None if v is None else fiomod.parse_size(v, what)
+
+
+class _Progress:
+    """A progress bar on stderr that appears once a run has lasted a second (terminals only)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.t0 = time.monotonic()
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __call__(self, label: str, fraction: float) -> None:
+        if not self.enabled:
+            return
+        if self._bar is None:
+            if time.monotonic() - self.t0 < 1.0:
+                return
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(TextColumn("{task.description:<28}"), BarColumn(), TaskProgressColumn(),
+                                 TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(label, total=1000)
+        self._bar.update(self._task, completed=int(fraction * 1000), description=label[:28])
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+def _md_table(title: str | None, headers: list[str], rows: list[list[Any]], numbers: bool = True) -> None:
+    from rich import box
+    from rich.table import Table
+
+    from rich.console import Console
+
+    t = Table(box=box.MARKDOWN, title=title, title_justify="left")
+    for i, h in enumerate(headers):
+        t.add_column(h, justify="right" if i and numbers else "left", overflow="fold")
+    for r in rows:
+        t.add_row(*[_fmt(x) for x in r])
+    # render without colour or padding lines, so the table pastes into Markdown as it is
+    buf = io.StringIO()
+    Console(file=buf, width=250, color_system=None, highlight=False).print(t)
+    typer.echo("\n".join(line.rstrip() for line in buf.getvalue().splitlines() if line.strip()))
+
+
+def _fmt(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return f"{x:,}"
+    if isinstance(x, float):
+        if x == 0:
+            return "0"
+        return f"{x:,.0f}" if abs(x) >= 1000 else (f"{x:.1f}" if abs(x) >= 10 else f"{x:.3g}")
+    return str(x)
+
+
+def print_fio_table(rec: RunRecord) -> None:
+    rows = []
+    for r in rec.rows:
+        m = rec.metadata.get("rows", {}).get(r.label, {})
+        lat = m.get("lat", {})
+        rows.append([r.label, r.op, r.mib_s, m.get("iops"), lat.get("mean_us"), lat.get("p50_us"), lat.get("p99_us"),
+                     lat.get("p99_9_us"), lat.get("max_us"), m.get("ops")])
+    _md_table(None, ["Row", "Op", "MiB/s", "IOPS", "Mean µs", "p50 µs", "p99 µs", "p99.9 µs", "Max µs", "Ops"], rows)
+
+
+def print_cdm_table(rec: RunRecord) -> None:
+    rows = []
+    for r in rec.rows:
+        m = rec.metadata["rows"].get(r.label, {})
+        lat = m.get("lat", {})
+        best = max(m.get("loops", [{}]), key=lambda x: x.get("mib_s", 0))
+        rows.append([r.label, r.reported_value, best.get("iops"), m.get("mean_loop_mib_s", 0) * MIB / 1e6,
+                     lat.get("mean_us"), lat.get("p99_us")])
+    _md_table(None, ["Test", "MB/s (best loop)", "IOPS (best loop)", "MB/s (mean)", "Mean µs", "p99 µs"], rows)
+
+
+def print_a1_table(rec: RunRecord) -> None:
+    rows = []
+    for r in rec.rows:
+        m = rec.metadata["rows"].get(r.label, {})
+        rows.append([r.label, r.bytes / 1e6 / (r.time_ms / 1e3) if r.time_ms else 0.0, m.get("iops"),
+                     m.get("lat", {}).get("mean_us"), m.get("lat", {}).get("p99_us")])
+    _md_table(None, ["Job", "MB/s", "IOPS", "Mean µs", "p99 µs"], rows)
+    crit = rec.metadata["a1"]["criteria"]
+    _md_table(None, ["A1 criterion", "Measured", "Target", "Result"],
+              [[c["name"], f"{c['value']:,.0f} {c['unit']}", f">= {c['threshold']:,} {c['unit']}",
+                "PASS" if c["pass"] else "FAIL"] for c in crit])
+
+
+def print_sdfat_table(rec: RunRecord) -> None:
+    rows = []
+    for r in rec.rows:
+        m = rec.metadata["rows"][r.label]
+        for i, p in enumerate(m["passes"], 1):
+            rows.append([r.op, i, p["kb_s"], p["max_us"], p["min_us"], p["avg_us"]])
+    _md_table(None, ["Op", "Pass", "KB/s", "Max µs", "Min µs", "Avg µs"], rows)
+
+
+def print_stream_table(rec: RunRecord) -> None:
+    rows = []
+    for r in rec.rows:
+        lat = rec.metadata["rows"][r.label]["lat"]
+        rows.append([r.label, r.reported_value, r.mib_s, r.runs, lat.get("mean_us", 0) / 1e3,
+                     lat.get("max_us", 0) / 1e3])
+    _md_table(None, ["Row", "MB/s", "MiB/s", "Passes", "Mean ms/call", "Max ms/call"], rows)
+
+
+def _finish(rec: RunRecord, json_path: Optional[Path], quiet: bool) -> None:
+    if not quiet:
+        for w in rec.warnings:
+            typer.echo(f"warning: {w}", err=True)
+    if json_path is not None:
+        write_json_atomically(json_path, Results(runs=(rec,)).to_json())
+    bad = fiomod.verify_failures(rec)
+    if bad:
+        raise fiomod.VerifyError("verify failed: " + "; ".join(bad))
+
+
+def _identity(device: Optional[str]) -> Optional[dict[str, Any]]:
+    if device is None:
+        return None
+    try:
+        return identify(device)
+    except SdbenchError:
+        return None
+
+
+class PresetName(str, Enum):
+    cdm = "cdm"
+    a1 = "a1"
+    sdfat = "sdfat"
+
+
+# ---- commands ------------------------------------------------------------------------------
+def register(app: typer.Typer) -> None:
+    dev_opt = typer.Option(None, "--device", help="Block device or image file (O_DIRECT).")
+    dir_opt = typer.Option(None, "--dir", help="Directory on a mounted filesystem (ext4, vfat, exfat...).")
+    aw_opt = typer.Option(False, "--allow-write", help="Allow writing to --device (its tested range is destroyed).")
+    yes_opt = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation before writing to --device.")
+    json_opt = typer.Option(None, "--json", help="Write the results (sdbench results JSON) to FILE.")
+    quiet_opt = typer.Option(False, "--quiet", "-q", help="No progress bar or warnings on stderr.")
+    keep_opt = typer.Option(False, "--keep", help="Keep the test files created in --dir.")
+    drop_opt = typer.Option(False, "--drop-caches", help="With --dir and root: sync and drop the kernel caches "
+                                                         "before reads.")
+
+    @app.command("fio")
+    def fio_cmd(
+        device: Optional[str] = dev_opt, directory: Optional[str] = dir_opt,
+        job_file: Optional[Path] = typer.Option(None, "--job", help="Job file (TOML): top-level keys are defaults, "
+                                                                    "each table a job."),
+        name: Optional[str] = typer.Option(None, "--name", help="Job name."),
+        rw: Optional[str] = typer.Option(None, "--rw", help="read, write, randread, randwrite or randrw."),
+        bs: Optional[str] = typer.Option(None, "--bs", help="Bytes per I/O, e.g. 4k, 1M (default 4k)."),
+        size: Optional[str] = typer.Option(None, "--size", help="Region size, e.g. 64M (0: to the end of "
+                                                                "--device)."),
+        offset: Optional[str] = typer.Option(None, "--offset", help="Start of the region."),
+        iodepth: Optional[int] = typer.Option(None, "--iodepth", help="I/Os in flight (threads)."),
+        direct: Optional[bool] = typer.Option(None, "--direct/--buffered",
+                                              help="O_DIRECT required / page cache (default: O_DIRECT where "
+                                                   "possible)."),
+        runtime_s: Optional[float] = typer.Option(None, "--runtime-s", help="Stop after this many seconds."),
+        time_based: Optional[bool] = typer.Option(None, "--time-based", help="Repeat until --runtime-s."),
+        loops: Optional[int] = typer.Option(None, "--loops", help="Run each job this many times."),
+        rwmixread: Optional[int] = typer.Option(None, "--rwmixread", help="Percent reads in randrw."),
+        verify: Optional[str] = typer.Option(None, "--verify", help="none or crc32c."),
+        seed: Optional[int] = typer.Option(None, "--seed", help="Seed for offsets and data."),
+        allow_write: bool = aw_opt, yes: bool = yes_opt, json_path: Optional[Path] = json_opt,
+        quiet: bool = quiet_opt, keep: bool = keep_opt, drop_caches: bool = drop_opt,
+    ) -> None:
+        """fio-like jobs: MiB/s, IOPS and latency percentiles (µs) per job and direction."""
+        if json_path is not None:
+            check_output_path(json_path)
+        cli = {"name": name, "rw": rw, "bs_bytes": _parse_size_opt(bs, "--bs"),
+               "size_bytes": _parse_size_opt(size, "--size"), "offset_bytes": _parse_size_opt(offset, "--offset"),
+               "iodepth": iodepth, "direct": direct, "runtime_s": runtime_s, "time_based": time_based,
+               "loops": loops, "rwmixread": rwmixread, "verify": verify, "seed": seed}
+        overrides = {k: v for k, v in cli.items() if v is not None}
+        if job_file is not None:
+            jobs = [fiomod.job_from_mapping({**to_mapping(j), **overrides}, f"{job_file.name}:{j.name}")
+                    for j in fiomod.load_job_file(job_file)]
+        else:
+            jobs = [fiomod.job_from_mapping(overrides, "options")]
+        writes = any(j.writes for j in jobs)
+        lo = min(j.offset_bytes for j in jobs)
+        window = None
+        if device is not None and all(j.size_bytes for j in jobs):
+            # the device window covers exactly the jobs' regions: nothing outside can be touched
+            window = max(j.offset_bytes + j.size_bytes // j.bs_bytes * j.bs_bytes for j in jobs) - lo
+        target = open_target(device, directory, writes=writes, allow_write=allow_write, yes=yes,
+                             offset_bytes=lo if device is not None else 0, size_bytes=window, direct=direct,
+                             drop_caches=drop_caches)
+        if device is not None and lo:
+            jobs = [replace(j, offset_bytes=j.offset_bytes - lo) for j in jobs]
+        prog = _Progress(not quiet)
+        try:
+            rec = fiomod.run_jobs(target, jobs, progress=prog, identity=_identity(device))
+        finally:
+            prog.close()
+            _close(target, keep)
+        print_fio_table(rec)
+        _finish(rec, json_path, quiet)
+
+    @app.command("stream")
+    def stream_cmd(
+        device: Optional[str] = dev_opt, directory: Optional[str] = dir_opt,
+        size_mib: int = typer.Option(40, "--size-mib", min=1, help="MiB written and read back per pass."),
+        chunk: str = typer.Option("1M", "--chunk", help="Bytes per write/read call."),
+        passes: int = typer.Option(1, "--passes", min=1, max=1000, help="Write+read passes."),
+        offset: Optional[str] = typer.Option(None, "--offset", help="Start on --device."),
+        no_verify: bool = typer.Option(False, "--no-verify", help="Skip the data check."),
+        direct: Optional[bool] = typer.Option(None, "--direct/--buffered", help="O_DIRECT required / page cache."),
+        seed: int = typer.Option(0, "--seed", help="Seed for the data."),
+        allow_write: bool = aw_opt, yes: bool = yes_opt, json_path: Optional[Path] = json_opt,
+        quiet: bool = quiet_opt, keep: bool = keep_opt, drop_caches: bool = drop_opt,
+    ) -> None:
+        """Stream N MiB of random data from RAM with sync, read back, verify (MB/s = 10^6 B/s)."""
+        if json_path is not None:
+            check_output_path(json_path)
+        chunk_bytes = fiomod.parse_size(chunk, "--chunk")
+        off = _parse_size_opt(offset, "--offset") or 0
+        target = open_target(device, directory, writes=True, allow_write=allow_write, yes=yes, offset_bytes=off,
+                             size_bytes=size_mib * MIB if device is not None else None, direct=direct,
+                             drop_caches=drop_caches)
+        prog = _Progress(not quiet)
+        try:
+            rec = run_stream(target, size_mib=size_mib, chunk_bytes=chunk_bytes, passes=passes,
+                             verify=not no_verify, seed=seed, direct=direct is not False, progress=prog,
+                             identity=_identity(device))
+        finally:
+            prog.close()
+            _close(target, keep)
+        print_stream_table(rec)
+        _finish(rec, json_path, quiet)
+
+    @app.command("preset")
+    def preset_cmd(
+        preset: PresetName = typer.Argument(..., help="cdm (CrystalDiskMark-style), a1 (agnostics A1 sniff "
+                                                      "test) or sdfat (SdFat bench)."),
+        device: Optional[str] = dev_opt, directory: Optional[str] = dir_opt,
+        size: Optional[str] = typer.Option(None, "--size", help="Test size (cdm: 1G, a1: 64M, sdfat: 5000000)."),
+        loops: int = typer.Option(5, "--loops", min=1, help="cdm: loops per test (best loop reported)."),
+        runtime_s: Optional[float] = typer.Option(None, "--runtime-s", help="cdm: 5 s per loop; a1: 10 s per "
+                                                                            "random job."),
+        mode: str = typer.Option("all", "--mode", help="cdm: all, read or write."),
+        offset: Optional[str] = typer.Option(None, "--offset", help="Start of the test region on --device."),
+        direct: Optional[bool] = typer.Option(None, "--direct/--buffered", help="O_DIRECT required / page cache."),
+        allow_write: bool = aw_opt, yes: bool = yes_opt, json_path: Optional[Path] = json_opt,
+        quiet: bool = quiet_opt, keep: bool = keep_opt, drop_caches: bool = drop_opt,
+    ) -> None:
+        """Presets: cdm (SEQ1M Q8T1, SEQ1M Q1T1, RND4K Q32T1, RND4K Q1T1), a1 (pass/fail per criterion,
+        exit code 1 on FAIL), sdfat (5 MB in 512-byte writes, 2 write + 2 read passes, latency µs)."""
+        if json_path is not None:
+            check_output_path(json_path)
+        off = _parse_size_opt(offset, "--offset") or 0
+        default_size = {"cdm": 1024 * MIB, "a1": 64 * MIB, "sdfat": fiomod.SDFAT_FILE_BYTES}[preset.value]
+        size_bytes = _parse_size_opt(size, "--size") or default_size
+        if preset is PresetName.cdm:
+            if mode not in ("all", "read", "write"):
+                raise ConfigError(f"--mode {mode!r} is not one of all, read, write")
+            writes = mode != "read"
+            # read-only runs on a device still need data; only a writable target is prefilled
+            window = size_bytes
+        elif preset is PresetName.a1:
+            writes, window = True, size_bytes
+        else:
+            writes = True
+            window = size_bytes // fiomod.SDFAT_BUF_BYTES * fiomod.SDFAT_BUF_BYTES
+        target = open_target(device, directory, writes=writes, allow_write=allow_write, yes=yes,
+                             offset_bytes=off, size_bytes=window if device is not None else None, direct=direct,
+                             drop_caches=drop_caches)
+        prog = _Progress(not quiet)
+        ident = _identity(device)
+        try:
+            if preset is PresetName.cdm:
+                rec = fiomod.run_cdm(target, size_bytes=size_bytes, loops=loops,
+                                     runtime_s=5.0 if runtime_s is None else runtime_s, mode=mode, progress=prog,
+                                     identity=ident)
+            elif preset is PresetName.a1:
+                rec = fiomod.run_a1(target, size_bytes=size_bytes, runtime_s=10.0 if runtime_s is None else runtime_s,
+                                    progress=prog, identity=ident)
+            else:
+                rec = fiomod.run_sdfat(target, file_bytes=size_bytes, progress=prog, identity=ident)
+        finally:
+            prog.close()
+            _close(target, keep)
+        {"cdm": print_cdm_table, "a1": print_a1_table, "sdfat": print_sdfat_table}[preset.value](rec)
+        _finish(rec, json_path, quiet)
+        if preset is PresetName.a1 and not rec.metadata["a1"]["pass"]:
+            raise typer.Exit(1)
+
+    @app.command("info")
+    def info_cmd(
+        device: Optional[str] = typer.Argument(None, help="Block device (e.g. /dev/mmcblk0) or image file."),
+        cid: Optional[str] = typer.Option(None, "--cid", help="CID register as hex (32 digits)."),
+        csd: Optional[str] = typer.Option(None, "--csd", help="CSD register as hex (32 digits)."),
+        scr: Optional[str] = typer.Option(None, "--scr", help="SCR register as hex (16 digits)."),
+        ssr: Optional[str] = typer.Option(None, "--ssr", help="SD Status as hex (128 digits)."),
+        mmc: bool = typer.Option(False, "--mmc", help="Registers are from an eMMC (MMC layout)."),
+        json_path: Optional[Path] = typer.Option(None, "--json", help="Write the identity as JSON to FILE."),
+    ) -> None:
+        """Identify a card: decode CID/CSD/SCR/SSR (from sysfs or pasted) and block-device facts."""
+        if json_path is not None:
+            check_output_path(json_path)
+        regs = {"cid": cid, "csd": csd, "scr": scr, "ssr": ssr}
+        if device is None and not any(regs.values()):
+            raise SdbenchError("give a DEVICE or registers (--cid HEX --csd HEX [--scr HEX --ssr HEX])")
+        if device is not None:
+            ident = identify(device)
+            if any(regs.values()):
+                ident["pasted"] = decode_registers(**regs, card_type="MMC" if mmc else "SD")
+        else:
+            ident = decode_registers(**regs, card_type="MMC" if mmc else "SD")
+        print_identity(ident)
+        if json_path is not None:
+            write_json_atomically(json_path, json.dumps(ident, indent=2) + "\n")
+
+
+def print_identity(ident: dict[str, Any]) -> None:
+    rows: list[list[Any]] = []
+
+    def walk(prefix: str, d: dict[str, Any]) -> None:
+        for k, v in d.items():
+            if k == "raw":
+                rows.append([f"{prefix}raw", v])
+            elif isinstance(v, dict):
+                walk(f"{prefix}{k}.", v)
+            elif isinstance(v, list):
+                rows.append([prefix + k, ", ".join(map(str, v)) or "-"])
+            else:  # as the register says it: no thousands separators in years or serials
+                rows.append([prefix + k, "-" if v is None else ("yes" if v is True else "no" if v is False else str(v))])
+
+    summary = ident.get("summary")
+    if summary:
+        typer.echo(f"**{summary}**\n")
+    walk("", {k: v for k, v in ident.items() if k != "summary"})
+    _md_table(None, ["Field", "Value"], rows, numbers=False)
+
+
+def _close(target: LinuxBlockDevice | DirTarget, keep: bool) -> None:
+    if isinstance(target, DirTarget):
+        if not keep:
+            target.cleanup()
+    else:
+        target.close()

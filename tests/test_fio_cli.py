@@ -1,0 +1,208 @@
+"""`sdbench fio/stream/preset` through sdbench.cli.main: output, JSON, and one-line errors (exit 2)."""
+from __future__ import annotations
+
+import errno
+import hashlib
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from sdbench.cli import main
+from sdbench.records import MIB, Results
+
+
+def image(tmp_path: Path, size: int = 8 * MIB, name: str = "card.img", fill: bytes = b"\x5a") -> Path:
+    p = tmp_path / name
+    p.write_bytes(fill * size)
+    return p
+
+
+def digest(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def one_line_error(capsys, contains: str) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert contains in err, err
+    return err
+
+
+def test_fio_table_and_json(tmp_path, capsys):
+    img = image(tmp_path)
+    out = tmp_path / "res.json"
+    rc = main(["fio", "--device", str(img), "--rw", "randread", "--bs", "4k", "--size", "2M", "--iodepth", "2",
+               "--json", str(out)])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    lines = cap.out.splitlines()
+    assert lines[0].startswith("| Row") and "MiB/s" in lines[0] and "IOPS" in lines[0] and "p99 µs" in lines[0]
+    assert set(lines[1]) <= set("|-: ") and lines[2].startswith("| job read")
+    rec = Results.from_json(out.read_text()).runs[0]
+    assert rec.row("job read").bytes == 2 * MIB and rec.metadata["rows"]["job read"]["iops"] > 0
+    assert [p for p in tmp_path.iterdir() if p.name.startswith(".res.json")] == []  # no temporary left
+
+
+def test_job_file_with_cli_overrides(tmp_path, capsys):
+    img = image(tmp_path)
+    job = tmp_path / "j.toml"
+    job.write_text('size = "1M"\n[first]\nrw = "write"\nbs = "64k"\n[second]\nrw = "randread"\n')
+    out = tmp_path / "r.json"
+    rc = main(["fio", "--device", str(img), "--job", str(job), "--iodepth", "3", "--allow-write", "--yes", "-q",
+               "--json", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    rec = Results.from_json(out.read_text()).runs[0]
+    assert [r.label for r in rec.rows] == ["first write", "second read"]
+    assert [j["iodepth"] for j in rec.metadata["jobs"]] == [3, 3]
+    assert rec.metadata["jobs"][0]["bs_bytes"] == 64 * 1024
+
+
+def test_write_needs_allow_write_and_nothing_is_written(tmp_path, capsys):
+    img = image(tmp_path)
+    before = digest(img)
+    out = tmp_path / "x.json"
+    rc = main(["fio", "--device", str(img), "--rw", "write", "--size", "1M", "--json", str(out)])
+    assert rc == 2
+    one_line_error(capsys, "without --allow-write")
+    assert digest(img) == before and not out.exists()
+
+
+def test_write_needs_confirmation(tmp_path, capsys, monkeypatch):
+    img = image(tmp_path)
+    before = digest(img)
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    rc = main(["fio", "--device", str(img), "--rw", "write", "--size", "1M", "--allow-write"])
+    err = capsys.readouterr().err
+    assert rc == 130 and f"Write test data to image file {img}" in err and "aborted" in err
+    assert digest(img) == before
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+    rc = main(["fio", "--device", str(img), "--rw", "write", "--size", "1M", "--allow-write", "-q"])
+    assert rc == 0 and digest(img) != before
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["fio", "--device", "/nonexistent/card.img"], "no such device or file: /nonexistent/card.img"),
+    (["fio"], "give exactly one target"),
+    (["fio", "--device", "IMG", "--dir", "DIR"], "give exactly one target"),
+    (["fio", "--device", "IMG", "--size", "16M"], "too small"),
+    (["fio", "--device", "IMG", "--offset", "7M", "--size", "2M"], "too small"),
+    (["fio", "--device", "IMG", "--bs", "1000"], "multiple of 512"),
+    (["fio", "--device", "IMG", "--rw", "upward"], "not one of"),
+    (["fio", "--device", "IMG", "--bs", "huge"], "--bs: 'huge' is not a size"),
+    (["fio", "--device", "IMG", "--job", "MISSING.toml"], "job file not found"),
+    (["fio", "--dir", "DIR/none"], "no such directory"),
+    (["fio", "--device", "DIR"], "is a directory"),
+    (["fio", "--device", "IMG", "--json", "DIR/no/such/out.json"], "does not exist"),
+    (["stream", "--device", "IMG", "--size-mib", "64", "--allow-write", "--yes"], "too small"),
+    (["preset", "cdm", "--device", "IMG", "--size", "1M"], "--allow-write"),
+    (["preset", "sdfat", "--device", "IMG", "--allow-write", "--yes", "--size", "100M"], "too small"),
+    (["info", "--cid", "12345"], "expected 32 hex digits"),
+    (["info"], "give a DEVICE or registers"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, args, msg):
+    img = image(tmp_path)
+    before = digest(img)
+    args = [a.replace("IMG", str(img)).replace("DIR", str(tmp_path)) for a in args]
+    rc = main(args)
+    assert rc == 2
+    one_line_error(capsys, msg.replace("DIR", str(tmp_path)))
+    assert digest(img) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["card.img"]
+
+
+def test_bad_job_file_contents(tmp_path, capsys):
+    img = image(tmp_path)
+    for content, msg in (("rw = [", "invalid TOML"), ("[a]\nrw = 'write'\nbs = 'x'\n", "is not a size"),
+                         ("[a]\nfoo = 1\n", "unknown option j.toml:a.foo")):
+        job = tmp_path / "j.toml"
+        job.write_text(content)
+        assert main(["fio", "--device", str(img), "--job", str(job)]) == 2
+        one_line_error(capsys, msg)
+
+
+def test_no_permission_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    import sdbench.media.linux as lin
+
+    img = image(tmp_path)
+
+    def denied(path, flags, *a):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(lin.os, "open", denied)
+    assert main(["fio", "--device", str(img)]) == 2
+    one_line_error(capsys, "no permission to open")
+
+
+def test_unsupported_o_direct_errors_when_required_and_warns_otherwise(tmp_path, capsys, monkeypatch):
+    import sdbench.media.linux as lin
+
+    img = image(tmp_path)
+    real_open = os.open
+
+    def no_direct(path, flags, *a):
+        if flags & os.O_DIRECT:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(path, flags, *a)
+
+    monkeypatch.setattr(lin.os, "open", no_direct)
+    assert main(["fio", "--device", str(img), "--size", "1M", "--direct"]) == 2
+    one_line_error(capsys, "O_DIRECT is not supported")
+    assert main(["fio", "--device", str(img), "--size", "1M"]) == 0
+    err = capsys.readouterr().err
+    assert "warning:" in err and "O_DIRECT" in err
+    assert main(["fio", "--device", str(img), "--size", "1M", "--buffered", "-q"]) == 0
+
+
+def test_verify_failure_is_reported_after_saving_results(tmp_path, capsys, monkeypatch):
+    from sdbench.workloads import fio
+
+    img = image(tmp_path)
+    out = tmp_path / "v.json"
+    real_verify = fio._Engine.verify
+
+    def corrupt_then_verify(self, progress):
+        with open(img, "r+b") as f:
+            f.seek(4096 * 5)
+            f.write(b"\x00" * 16)
+        return real_verify(self, progress)
+
+    monkeypatch.setattr(fio._Engine, "verify", corrupt_then_verify)
+    rc = main(["fio", "--device", str(img), "--rw", "write", "--size", "1M", "--verify", "crc32c", "--allow-write",
+               "--yes", "-q", "--json", str(out)])
+    assert rc == 2
+    one_line_error(capsys, "verify failed: job: 1 of 256 blocks corrupted (first at byte 20480)")
+    assert not Results.from_json(out.read_text()).runs[0].metadata["verify"]["job"]["ok"]
+
+
+def test_stream_and_presets_through_the_cli(tmp_path, capsys):
+    img = image(tmp_path, 16 * MIB)
+    assert main(["stream", "--device", str(img), "--size-mib", "4", "--allow-write", "--yes", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("| Row") and "MB/s" in out and "stream read" in out
+    js = tmp_path / "a1.json"
+    rc = main(["preset", "a1", "--device", str(img), "--size", "2M", "--runtime-s", "0.2", "--allow-write", "--yes",
+               "-q", "--json", str(js)])
+    out = capsys.readouterr().out
+    a1 = Results.from_json(js.read_text()).runs[0].metadata["a1"]
+    assert rc == (0 if a1["pass"] else 1)
+    assert "| A1 criterion" in out and ("PASS" in out or "FAIL" in out)
+    assert main(["preset", "sdfat", "--device", str(img), "--size", "100000", "--allow-write", "--yes", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "KB/s" in out and "Max µs" in out
+    assert main(["preset", "cdm", "--device", str(img), "--size", "2M", "--loops", "1", "--runtime-s", "0.05",
+                 "--mode", "read", "-q"]) == 0
+    assert "RND4K Q32T1 read" in capsys.readouterr().out
+
+
+def test_dir_target_through_the_cli_leaves_nothing_behind(tmp_path, capsys):
+    d = tmp_path / "card"
+    d.mkdir()
+    (d / "photo.jpg").write_bytes(b"jpeg")
+    assert main(["fio", "--dir", str(d), "--rw", "randwrite", "--size", "1M", "--verify", "crc32c", "-q"]) == 0
+    assert main(["preset", "sdfat", "--dir", str(d), "--size", "20000", "-q"]) == 0
+    assert main(["stream", "--dir", str(d), "--size-mib", "1", "-q"]) == 0
+    assert sorted(os.listdir(d)) == ["photo.jpg"]
+    assert main(["fio", "--dir", str(d), "--rw", "write", "--size", "1M", "-q", "--keep"]) == 0
+    assert "sdbench-job.bin" in os.listdir(d)
