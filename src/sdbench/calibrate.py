@@ -136,6 +136,7 @@ class FitGroup:
     # staged fit for many cards sharing a host: per-card fits with the host fixed, then the host's per-block
     # cost takes the part of the card-side read gap that every card shows (the fastest card then has none)
     staged: bool = False
+    host_rows: tuple[str, ...] = ()  # staged: rows that only the host's remaining fields explain
 
 
 P2_CARDS = ("sandisk-industrial-16gb", "lexar-v30-64gb", "lexar-blue-128gb", "samsung-evo-128gb",
@@ -156,7 +157,8 @@ def _p2_group() -> FitGroup:
             Param(f"card:{s}", "write_busy_end_us", 0, 100000),
         ]
     return FitGroup("p2", "Propeller 2 benchmark cards, SPI 25 MHz (host p2-350mhz shared)", scen, "p2-350mhz",
-                    tuple(params), restrict=("p2.metrics=" + repr(list(P2_ROWS)),), rows=P2_ROWS, staged=True)
+                    tuple(params), restrict=("p2.metrics=" + repr(list(P2_ROWS)),), rows=P2_ROWS, staged=True,
+                    host_rows=("File Open",))
 
 
 def _espidf_group() -> FitGroup:
@@ -250,11 +252,13 @@ class _Evaluator:
         rec = run_scenario(load_scenario(scenario, overrides))
         return {r.label: r for r in rec.rows}
 
-    def scenario_residuals(self, x: np.ndarray, scenario: str) -> np.ndarray:
-        """Relative errors of one scenario's rows (no priors)."""
+    def scenario_residuals(self, x: np.ndarray, scenario: str, *, skip: tuple[str, ...] = (),
+                           only: tuple[str, ...] = ()) -> np.ndarray:
+        """Relative errors of one scenario's rows (no priors), leaving out ``skip`` or keeping ``only``."""
         rows = self.predict(scenario, self.overrides(x, {})[scenario])
         return np.array([(row_value(rows[m.row], m.unit) - m.value) / m.value  # type: ignore[operator]
-                         for m in self.targets[scenario]])
+                         for m in self.targets[scenario]
+                         if m.row not in skip and (not only or m.row in only)])
 
     def residuals(self, x: np.ndarray, fixed: dict[str, dict[str, float]]) -> np.ndarray:
         per = self.overrides(x, fixed)
@@ -324,13 +328,15 @@ def fit(group_name: str, meas: list[Measurement], progress: Callable[[str], None
     x0 = _initial(g)
     lo = np.array([p.lo for p in g.params])
     hi = np.array([p.hi for p in g.params])
-    scale = np.maximum(np.abs(x0), 1.0)
+    # finite-difference steps are relative: a parameter at 0 would move by a hair that polling and SPI byte
+    # quantisation cannot see, so every parameter is solved in units of at least 1 % of its range
+    scale = np.maximum(np.abs(x0), (hi - lo) * 0.01)
 
     def solve(fixed: dict[str, dict[str, float]], start: np.ndarray) -> tuple[np.ndarray, float]:
         # a few % steps: busy polling makes the model piecewise constant at the µs scale
-        r = least_squares(lambda x: ev.residuals(x, fixed), start, bounds=(lo, hi), x_scale=scale,
+        r = least_squares(lambda y: ev.residuals(y * scale, fixed), start / scale, bounds=(lo / scale, hi / scale),
                           jac_sparsity=_sparsity(g, ev), diff_step=0.03, xtol=1e-6, ftol=1e-8, max_nfev=60)
-        return r.x, float(np.sum(r.fun ** 2))
+        return r.x * scale, float(np.sum(r.fun ** 2))
 
     if g.staged:
         x, fixed = _staged(g, ev, x0, lo, hi, scale, progress), {}
@@ -410,12 +416,12 @@ def _staged(g: FitGroup, ev: _Evaluator, x0: np.ndarray, lo: np.ndarray, hi: np.
 
             def f(v: np.ndarray, cols: list[int] = cols, s: str = s) -> np.ndarray:
                 xx = x.copy()
-                xx[cols] = v
-                return ev.scenario_residuals(xx, s)
+                xx[cols] = v * scale[cols]
+                return ev.scenario_residuals(xx, s, skip=g.host_rows)
 
-            r = least_squares(f, x[cols], bounds=(lo[cols], hi[cols]),
-                              x_scale=scale[cols], diff_step=0.03, xtol=1e-6, ftol=1e-8, max_nfev=40)
-            x[cols] = r.x
+            r = least_squares(f, x[cols] / scale[cols], bounds=(lo[cols] / scale[cols], hi[cols] / scale[cols]),
+                              diff_step=0.03, xtol=1e-6, ftol=1e-8, max_nfev=40)
+            x[cols] = r.x * scale[cols]
             gi = next(i for i in cols if g.params[i].name == "read_block_gap_us")
             gaps[s] = x[gi]
             if progress:
@@ -427,11 +433,18 @@ def _staged(g: FitGroup, ev: _Evaluator, x0: np.ndarray, lo: np.ndarray, hi: np.
         for s in gaps:
             gi = next(i for i in idx[f"card:{s}"] if g.params[i].name == "read_block_gap_us")
             x[gi] = max(lo[gi], x[gi] - shift_us)
-    if host_open:
-        r = least_squares(lambda v: ev.residuals(np.concatenate([x[:host_open[0]], v, x[host_open[-1] + 1:]]), {}),
-                          x[host_open], bounds=(lo[host_open], hi[host_open]), x_scale=scale[host_open],
-                          diff_step=0.03, max_nfev=20)
-        x[host_open] = r.x
+    if host_open and g.host_rows:
+        # host-only rows (e.g. File Open) fit the remaining host fields, the cards fixed
+        def fh(v: np.ndarray) -> np.ndarray:
+            xx = x.copy()
+            xx[host_open] = v * scale[host_open]
+            return np.concatenate([ev.scenario_residuals(xx, s, only=g.host_rows) for s in g.scenarios
+                                   if any(m.row in g.host_rows for m in ev.targets.get(s, []))])
+
+        r = least_squares(fh, x[host_open] / scale[host_open],
+                          bounds=(lo[host_open] / scale[host_open], hi[host_open] / scale[host_open]),
+                          diff_step=0.03, max_nfev=30)
+        x[host_open] = r.x * scale[host_open]
     return x
 
 
