@@ -27,6 +27,10 @@ Time goes to the clock's ``host`` (software), ``bus`` (SPI transfers),
 ``flash`` (waiting for program/erase) and ``rtos`` (yields) categories.
 Buffers are taken to be in internal RAM (direct read/write, no bounce copy).
 
+Speed: reads and write lock sections are replayed arithmetically and charged to the
+clock in one step (see "fast paths" below), with results identical to the
+command-by-command path, which still runs whenever the replay cannot be exact.
+
 The driver is a byte-addressed BlockDevice (sector_size 1, erase_size 4096,
 erase_value 0xFF) over the whole chip or a partition window
 (``offset_bytes``/``size_bytes``), which is what ``esp_partition_read/write/
@@ -34,19 +38,23 @@ erase_range`` offer to wear levelling, SPIFFS and littlefs.
 """
 from __future__ import annotations
 
+import math
+import operator
 import random
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ...clock import VirtualClock
+import numpy as np
+
+from ...clock import ClockDelta, VirtualClock
 from ...errors import ConfigError
 from ... import profiles
 from ...options import from_mapping, opt, to_mapping
 from ..base import BlockDevice, Geometry
 from ..wl import WearLevelling, WlConfig
-from .nor import (BLOCK64_BYTES, SECTOR_BYTES, FlashChipProfile, NorChipConfig, NorFlashChip,
-                  load_chip_profile)
+from .nor import (ADDR_BITS, BLOCK64_BYTES, CMD_CLOCKS, READ_MODES, RDSR_CLOCKS, SECTOR_BYTES, FlashChipProfile,
+                  NorChipConfig, NorFlashChip, load_chip_profile)
 
 FLASH_MODES = ("qio", "qout", "dio", "dout", "fastrd", "slowrd")
 
@@ -146,6 +154,11 @@ class Esp32FlashDriver(BlockDevice):
         self._tick_ns = 1e9 / prof.rtos_tick_hz
         self._mode = prof.flash_mode
         self._page = chip.profile.page_size_bytes
+        # fast paths (see _write_section_fast): integer clock steps, recomputed if the chip's SCLK changes
+        self._fast_npc = -1.0
+        self._fast: tuple[Any, ...] = ()
+        self._write_primed = False
+        self._read_primed = False
 
     def partition(self, offset_bytes: int, size_bytes: int) -> "Esp32FlashDriver":
         """Another window on the same chip, sharing the driver's OS state (as esp_partition does)."""
@@ -219,9 +232,251 @@ class Esp32FlashDriver(BlockDevice):
         self.chip.cmd_read_status()
         self.counters.transactions += 2
 
+    # ---- fast paths --------------------------------------------------------------------
+    # A lock section (and a whole esp_flash_read) is atomic for everything above the driver: nothing else
+    # reads the clock or the chip between its commands.  The fast paths therefore replay a section arithmetically and move the clock
+    # once (VirtualClock.apply), with exactly the integer steps the command-by-command path takes
+    # (advance_ns rounds every step on its own; those rounded steps are summed here), the same random
+    # busy draws in the same order, and the same counters and chip state.  They are used only when
+    #  * no step is hooked (_plain: no spy or subclass on the driver's steps, the chip's commands or the
+    #    clock's methods, which would have to see every command),
+    #  * the clock already has every time category and command name the section can add, so a
+    #    one-step apply() cannot change the insertion order of the breakdown/command tables,
+    #  * the section does not wrap at the chip end, and (writes) strict mode has nothing to refuse.
+    # Otherwise the command-by-command path (the reference) runs.
+
+    def _fast_consts(self) -> tuple[Any, ...]:
+        chip = self.chip
+        npc = chip._ns_per_clock
+        if npc != self._fast_npc:
+            h = self._cmd_ns
+            b = RDSR_CLOCKS * npc          # chip.rdsr_ns
+            poll = self._poll_ns
+            f = READ_MODES[self._mode]
+            read_hdr = f.header_clocks + self.profile.extra_dummy_clocks
+            self._fast = (
+                h, b, poll, h + b + poll,
+                int(h + 0.5),                                   # one cmd_overhead step (host)
+                int(b + 0.5),                                   # one RDSR (bus)
+                int(self._op_ns + 0.5),                         # one lock section (host)
+                int(CMD_CLOCKS * npc + 0.5),                    # WREN (bus)
+                [int((CMD_CLOCKS + ADDR_BITS + 8 * k) * npc + 0.5) for k in range(self._page + 1)],  # PP
+                read_hdr, f.data_lanes, npc,
+            )
+            self._fast_npc = npc
+        return self._fast
+
+    def _plain(self) -> bool:
+        """Nothing the fast paths replace is hooked: the driver's per-command steps, the chip's commands,
+        the clock's per-step methods (a subclass, class attribute or instance attribute, e.g. a spy)."""
+        clock = self.vclock
+        return (_step_attrs(type(self)) == _PLAIN_STEPS and self.__dict__.keys().isdisjoint(_STEP_NAMES)
+                and self.chip.plain_commands() and type(clock) is VirtualClock
+                and _clock_attrs(VirtualClock) == _PLAIN_CLOCK and clock.__dict__.keys().isdisjoint(_CLOCK_NAMES))
+
+    def _primed(self, spent: tuple[str, ...], commands: tuple[str, ...]) -> bool:
+        bd = self.vclock.breakdown_ns()
+        cmds = self.vclock.commands_snapshot()
+        return all(k in bd for k in spent) and all(k in cmds for k in commands)
+
+    def _write_section_fast(self, start: int, smv: memoryview) -> bool:
+        """One write lock section (lock, then per program: wait idle, WREN, RDSR, wait idle, PP, wait idle)
+        replayed in one clock step.  Returns False (nothing done) when the exact path must run instead."""
+        chip = self.chip
+        if not self._write_primed:
+            if not self._primed(("host", "bus", "flash"), ("RDSR", "WREN", "PP")):
+                return False
+            self._write_primed = True
+        if not self._plain():
+            return False
+        size = len(smv)
+        if start < 0 or start + size > chip.profile.capacity_bytes or smv.format != "B" or not smv.contiguous:
+            return False
+        up = chip.span_zero_to_one(start, smv)
+        if up is not None and chip.config.strict:
+            return False  # the exact path raises at the right program, with the right state
+        h, b, poll, period, H1, B1, OP1, W, P, _, _, _ = self._fast_consts()
+        fixed_host = 4 * H1          # before WREN, before RDSR, the idle wait's RDSR, before PP
+        fixed_bus = W + 2 * B1       # WREN, RDSR (WEL check), the idle wait's RDSR
+        fixed = fixed_host + fixed_bus
+        timing = chip.config.timing
+        sigma = chip.profile.busy_time_sigma
+        random_draw = timing != "typ" and timing != "max" and not sigma <= 0.0
+        use_max = timing == "max"
+        gauss = chip._rng.gauss
+        exp = math.exp
+        ptyp, pmax = chip._prog_typ_ns, chip._prog_max_ns
+        page = self._page
+        step = self.profile.max_write_bytes
+
+        now0 = self.vclock.now_ns()
+        now = now0 + OP1
+        HB = H1 + B1                 # an idle _wait_idle: one RDSR
+        host = bus = flash = 0       # the busy _wait_idle polls; the fixed parts are added after the loop
+        polls_total = waits_total = n_idle = 0
+        busy_total = 0
+        pp_bus = 0
+        nprog = 0
+        bu = chip._busy_until_ns
+        bad_progs = bad_bytes = bad_bits = 0
+        # _wait_idle before the first WREN: the chip may still be busy when the section starts
+        first = now + h + b
+        if bu > first:
+            waits = int(-(-(bu - first) // period))
+            polls = waits + 1
+            hs = int(polls * h + 0.5)
+            bs = int(polls * b + 0.5)
+            fs = int(waits * poll + 0.5)
+            now += hs + bs + fs
+            host += hs
+            bus += bs
+            flash += fs
+            polls_total += polls
+            waits_total += waits
+        else:
+            now += HB
+            n_idle += 1
+        if bu > now:
+            flash += bu - now
+            now = bu
+        a, end = start, start + size
+        while True:
+            k = page - a % page
+            if k > step:
+                k = step
+            if k > end - a:
+                k = end - a
+            # WREN, RDSR, _wait_idle (idle: one RDSR), PP
+            pp = P[k]
+            now += fixed + pp
+            pp_bus += pp
+            if up is not None:
+                o = a - start
+                u = up[o:o + k]
+                if u.any():
+                    bad_progs += 1
+                    bad_bytes += int(np.count_nonzero(u))
+                    bad_bits += int(np.unpackbits(u).sum())
+            # busy period (NorFlashChip._draw_ns / _set_busy)
+            typ = ptyp[k]
+            if random_draw and not typ <= 0.0:
+                ns = typ * exp(sigma * gauss(0.0, 1.0))
+                mx = pmax[k]
+                if mx < ns:
+                    ns = mx
+            elif use_max:
+                ns = pmax[k]
+            else:
+                ns = typ
+            busy = int(round(ns))
+            busy_total += busy
+            bu = now + busy
+            # _wait_idle after PP
+            first = now + h + b
+            if bu > first:
+                waits = int(-(-(bu - first) // period))
+                polls = waits + 1
+                hs = int(polls * h + 0.5)
+                bs = int(polls * b + 0.5)
+                fs = int(waits * poll + 0.5)
+                now += hs + bs + fs
+                host += hs
+                bus += bs
+                flash += fs
+                polls_total += polls
+                waits_total += waits
+            else:
+                now += HB
+                n_idle += 1
+            if bu > now:
+                flash += bu - now
+                now = bu
+            nprog += 1
+            a += k
+            if a >= end:
+                break
+            # the next program's _wait_idle before WREN: the last poll saw WIP clear (bu <= now), one RDSR
+            now += HB
+            n_idle += 1
+        host += OP1 + n_idle * H1 + nprog * fixed_host
+        bus += n_idle * B1 + nprog * fixed_bus + pp_bus
+        polls_total += n_idle
+
+        chip.and_span(start, smv, up is None)
+        st = chip.stats
+        st.page_programs += nprog
+        st.bytes_programmed += size
+        st.status_reads += polls_total + 2 * nprog
+        st.busy_ns += busy_total
+        if bad_progs:
+            st.zero_to_one_programs += bad_progs
+            st.zero_to_one_bytes += bad_bytes
+            st.zero_to_one_bits += bad_bits
+        chip._busy_until_ns = bu
+        chip._busy = False   # the last poll saw WIP clear: WEL cleared with it
+        chip._wel = False
+        c = self.counters
+        c.lock_sections += 1
+        c.transactions += polls_total + 4 * nprog
+        c.poll_waits += waits_total
+        self.vclock.apply(ClockDelta(
+            now - now0,
+            tuple((cat, v) for cat, v in (("host", host), ("bus", bus), ("flash", flash)) if v),
+            (("RDSR", polls_total + 2 * nprog), ("WREN", nprog), ("PP", nprog))))
+        return True
+
+    def _read_fast(self, addr: int, size: int) -> bytes | None:
+        """flash_read replayed in one clock step (see the fast-path notes above); None: use the exact path."""
+        chip = self.chip
+        if not self._read_primed:
+            if not self._primed(("host", "bus"), ("READ",)):
+                return None
+            self._read_primed = True
+        if size <= 0 or addr < 0 or addr + size > chip.profile.capacity_bytes or not self._plain():
+            return None
+        if chip._busy:
+            chip._settle()  # what the first READ does
+            if chip._busy:
+                return None  # the exact path raises (after the host time it charges first)
+        c = self._fast_consts()
+        H1, OP1, hdr, lanes, npc = c[4], c[6], c[9], c[10], c[11]
+        prof = self.profile
+        step = prof.max_read_bytes
+        chunk_max = prof.read_chunk_bytes
+        full_bus = int((hdr + -(-step * 8 // lanes)) * npc + 0.5)  # one READ of `step` bytes (bus)
+        host = bus = ncmd = nsec = 0
+        left = size
+        while left > 0:
+            chunk = chunk_max if chunk_max < left else left
+            nfull, rem = divmod(chunk, step)
+            host += OP1 + nfull * H1
+            bus += nfull * full_bus
+            ncmd += nfull
+            if rem:
+                host += H1
+                bus += int((hdr + -(-rem * 8 // lanes)) * npc + 0.5)
+                ncmd += 1
+            nsec += 1
+            left -= chunk
+        data = chip.mem_view(addr, size)
+        chip.stats.read_commands += ncmd
+        cnt = self.counters
+        cnt.lock_sections += nsec
+        cnt.transactions += ncmd
+        if host and bus:
+            spent: tuple[tuple[str, int], ...] = (("host", host), ("bus", bus))
+        else:
+            spent = tuple((cat, v) for cat, v in (("host", host), ("bus", bus)) if v)
+        self.vclock.apply(ClockDelta(host + bus, spent, (("READ", ncmd),)))
+        self._os.released_since_ns = self.vclock.now_ns()  # _release after the last chunk
+        return data
+
     # ---- esp_flash API (absolute chip addresses) ------------------------------------
     def flash_read(self, addr: int, size: int) -> bytes:
         """esp_flash_read."""
+        data = self._read_fast(addr, size)
+        if data is not None:
+            return data
         chip = self.chip
         out = bytearray()
         step = self.profile.max_read_bytes
@@ -246,30 +501,36 @@ class Esp32FlashDriver(BlockDevice):
 
     def flash_write(self, addr: int, data: bytes | memoryview) -> None:
         """esp_flash_write: lock sections of write_chunk_bytes, programs of <= max_write_bytes within a page."""
-        chip = self.chip
         mv = memoryview(data)
         n = len(mv)
-        page = self._page
-        step = self.profile.max_write_bytes
         chunk_max = self.profile.write_chunk_bytes
-        cmd_ns = self._cmd_ns
         pos = 0
         while pos < n:
             chunk = min(chunk_max, n - pos)
             self._yield_check()
-            self._lock_section()
-            a, end = addr + pos, addr + pos + chunk
-            while a < end:
-                k = min(page - a % page, step, end - a)
-                self._write_enable()
-                self._wait_idle()
-                self._host(cmd_ns)
-                chip.cmd_page_program(a, mv[a - addr:a - addr + k])
-                self.counters.transactions += 1
-                self._wait_idle()
-                a += k
+            section = mv[pos:pos + chunk]
+            if not self._write_section_fast(addr + pos, section):
+                self._write_section(addr + pos, section)
             self._release()
             pos += chunk
+
+    def _write_section(self, start: int, smv: memoryview) -> None:
+        """One write lock section, command by command (the reference for _write_section_fast)."""
+        chip = self.chip
+        page = self._page
+        step = self.profile.max_write_bytes
+        cmd_ns = self._cmd_ns
+        self._lock_section()
+        a, end = start, start + len(smv)
+        while a < end:
+            k = min(page - a % page, step, end - a)
+            self._write_enable()
+            self._wait_idle()
+            self._host(cmd_ns)
+            chip.cmd_page_program(a, smv[a - start:a - start + k])
+            self.counters.transactions += 1
+            self._wait_idle()
+            a += k
 
     def flash_erase_region(self, addr: int, size: int) -> None:
         """esp_flash_erase_region: 64 KiB blocks where aligned, else 4 KiB sectors, one lock section each."""
@@ -308,6 +569,15 @@ class Esp32FlashDriver(BlockDevice):
         d["chip"] = {"kind": self.chip.kind, "profile": to_mapping(self.chip.profile),
                      "config": to_mapping(self.chip.config)}
         return d
+
+
+# what the fast paths replace (see Esp32FlashDriver._plain)
+_STEP_NAMES = ("_host", "_lock_section", "_release", "_wait_idle", "_write_enable")
+_step_attrs = operator.attrgetter(*_STEP_NAMES)
+_PLAIN_STEPS = _step_attrs(Esp32FlashDriver)
+_CLOCK_NAMES = ("advance_ns", "count_command", "now_ns")
+_clock_attrs = operator.attrgetter(*_CLOCK_NAMES)
+_PLAIN_CLOCK = _clock_attrs(VirtualClock)
 
 
 # ---- calibration hook ------------------------------------------------------------------

@@ -31,6 +31,7 @@ each waited for), so it passes the shared conformance suite.
 from __future__ import annotations
 
 import math
+import operator
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,6 +217,7 @@ class NorFlashChip(BlockDevice):
         self.vclock: VirtualClock = self.clock
         self.stats: NorStats = NorStats()
         self._mem = np.full(p.capacity_bytes, 0xFF, dtype=np.uint8)
+        self._mv = memoryview(self._mem)  # the same bytes, for byte-string speed on small spans
         #: erase cycles per 4 KiB sector (wear); never reset by stats.reset()
         self.erase_counts = np.zeros(p.capacity_bytes // SECTOR_BYTES, dtype=np.int64)
         self.stats.erase_counts = self.erase_counts  # type: ignore[attr-defined]
@@ -362,6 +364,40 @@ class NorFlashChip(BlockDevice):
         self.stats.status_reads += count
         self._settle()
 
+    # ---- fast-path support (for a host driver that keeps time itself) ----------------
+    _SMALL_SPAN = 512  # below this, int arithmetic beats numpy for the 0->1 check
+
+    def plain_commands(self) -> bool:
+        """True when no command method is overridden (by a subclass, on the class or on the instance, e.g. a
+        test spy).
+
+        A driver may then replay a whole command sequence arithmetically (:meth:`span_zero_to_one`,
+        :meth:`and_span`, :meth:`mem_view`) with exactly the time, counters and state the
+        command-by-command path gives.
+        """
+        return _command_attrs(type(self)) == _PLAIN_COMMANDS and self.__dict__.keys().isdisjoint(_COMMAND_NAMES)
+
+    def mem_view(self, addr: int, nbytes: int) -> bytes:
+        """Array contents ``addr..addr+nbytes`` (no wrap, no time, no stats): the data of batched reads."""
+        return self._mem[addr:addr + nbytes].tobytes()
+
+    def span_zero_to_one(self, addr: int, data: bytes | memoryview) -> np.ndarray | None:
+        """Per byte, the bits ``data`` would have to set 0->1 at ``addr..`` (no wrap); None when there are none."""
+        n = len(data)
+        if n <= self._SMALL_SPAN and not (int.from_bytes(data, "little")
+                                          & ~int.from_bytes(self._mv[addr:addr + n], "little")):
+            return None
+        up = np.frombuffer(data, dtype=np.uint8) & ~self._mem[addr:addr + n]
+        return up if up.any() else None
+
+    def and_span(self, addr: int, data: bytes | memoryview, clean: bool) -> None:
+        """AND ``data`` into the array at ``addr..`` (no wrap): the cell side of a run of page programs.
+        ``clean``: :meth:`span_zero_to_one` found nothing, so the AND is the data itself."""
+        if clean:
+            self._mv[addr:addr + len(data)] = data
+        else:
+            self._mem[addr:addr + len(data)] &= np.frombuffer(data, dtype=np.uint8)
+
     def cmd_page_program(self, addr: int, data: bytes | bytearray | memoryview) -> None:
         """PP: AND ``data`` into one page; bytes past the page end wrap to its start."""
         self._start_write_op("PP")
@@ -491,3 +527,10 @@ class NorFlashChip(BlockDevice):
                 self.cmd_sector_erase(addr)
                 addr += SECTOR_BYTES
         self.wait_ready()
+
+
+# what a driver's fast path replaces: if any of these is hooked, it must drive the chip command by command
+_COMMAND_NAMES = ("cmd_read", "cmd_write_enable", "cmd_read_status", "note_status_reads", "cmd_page_program",
+                  "_start_write_op", "_settle", "_bus", "_draw_ns", "_set_busy", "busy_until_ns", "rdsr_ns")
+_command_attrs = operator.attrgetter(*_COMMAND_NAMES)
+_PLAIN_COMMANDS = _command_attrs(NorFlashChip)
