@@ -138,3 +138,27 @@ def test_run_saves_to_the_store_by_default(capsys, tmp_path):
         assert len(runs) == 1
         rec = store.load(runs[0].id if hasattr(runs[0], "id") else runs[0].run_id)
         assert rec.rows[0].label == "SD raw write [16 kB label]" and rec.clock == "virtual"
+
+
+def test_run_on_an_image_needs_allow_write_and_writes_only_in_range(capsys, tmp_path):
+    img = tmp_path / "card.img"
+    img.write_bytes(b"\xa5" * (48 << 20))
+    code, _, err = run(capsys, "run", "--device", str(img), "--runs", "1", "--no-save")
+    assert code == 2 and "--allow-write" in err
+    assert img.read_bytes()[:4096] == b"\xa5" * 4096, "nothing written when refused"
+    off = 8 << 20
+    code, out, err = run(capsys, "run", "--device", str(img), "--allow-write", "--yes", "--offset", str(off),
+                         "--size", str(32 << 20), "--runs", "1", "--no-save", "-q")
+    assert code == 0, err
+    assert "SD FATFS (new file): write target size" in out and "SD LittleFS: read tiny size" in out
+    data = img.read_bytes()
+    assert data[:off] == b"\xa5" * off and data[off + (32 << 20):] == b"\xa5" * (8 << 20)
+
+
+def test_run_in_a_directory(capsys, tmp_path):
+    d = tmp_path / "mnt"
+    d.mkdir()
+    code, out, err = run(capsys, "run", "--dir", str(d), "--runs", "2", "--no-save", "-q", "-f", "table")
+    assert code == 0, err
+    assert "| DIR (new file): write target size |" in out and "| DIR: read tiny size |" in out
+    assert list(d.iterdir()) == [], "the protocol removes its files"

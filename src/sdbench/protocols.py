@@ -10,7 +10,7 @@ from .records import Row, RunRecord
 from .runner import Context, WallProgress
 from .scenarios import Built, Scenario
 from .errors import ConfigError
-from .workloads import espidf, p2, rawseq
+from .workloads import espidf, fstests, p2, rawseq, usbmsc
 
 #: protocol name -> (rows generator, number of timed calls)
 def _run_p2(sc: Scenario, b: Built, ctx: Context) -> Iterator[Row]:
@@ -23,6 +23,8 @@ PROTOCOL_RUNNERS: dict[str, tuple[Callable[[Scenario, Built, Context], Iterator[
     "p2": (_run_p2, lambda sc: 8 * sc.p2.runs),
     "raw": (lambda sc, b, ctx: rawseq.run(_sd(sc, b), sc.raw_seq, ctx, seed=sc.seed),
             lambda sc: 2 * sc.raw_seq.passes * (sc.raw_seq.total_bytes // sc.raw_seq.chunk_bytes)),
+    "fs_tests": (fstests.run, fstests.timed_calls),
+    "usbmsc": (usbmsc.run, usbmsc.timed_calls),
 }
 
 
@@ -32,7 +34,8 @@ def _sd(sc: Scenario, b: Built):
     return b.target.sd_device
 
 #: the field ``--runs`` sets, per protocol
-RUNS_OVERRIDE = {"espidf": "espidf.runs", "p2": "p2.runs", "raw": "raw.passes"}
+RUNS_OVERRIDE = {"espidf": "espidf.runs", "p2": "p2.runs", "raw": "raw.passes", "fs_tests": "fs_tests.repeats",
+                 "usbmsc": "usbmsc.passes"}
 
 UNSTABLE_CV = 0.10  # coefficient of variation above which a wall-clock row is flagged
 
@@ -72,6 +75,7 @@ def run_scenario(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
     if sc.protocol == "p2":
         bus = built.stack.get("sd", {}).get("bus", {})
         extra["p2_summary"] = p2.summary(rows, float(bus.get("clock_hz", 25_000_000)))
+    extra.update(built.metadata)
     meta = {"sdbench_version": __version__, "host": platform.node(), "python": platform.python_version(),
             "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), **extra}
     if simulated:

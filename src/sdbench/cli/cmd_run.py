@@ -10,6 +10,8 @@ from typing import Optional
 
 import typer
 
+from dataclasses import replace as _replace
+
 from .. import scenarios as scen
 from ..errors import SdbenchError
 from ..protocols import RUNS_OVERRIDE, run_scenario
@@ -92,6 +94,18 @@ def register(app: typer.Typer) -> None:
         db: Optional[Path] = typer.Option(None, "--db", help="Results database (default: $SDBENCH_DB or the "
                                                               "per-user data directory)."),
         save: bool = typer.Option(True, "--save/--no-save", help="Save each run in the results database."),
+        device: Optional[str] = typer.Option(None, "--device", help="Run on a real block device or image file "
+                                                                    "(wall clock) instead of the scenario's card."),
+        directory: Optional[str] = typer.Option(None, "--dir", help="Run the file-level tests in a mounted "
+                                                                   "directory through the OS (never formatted)."),
+        allow_write: bool = typer.Option(False, "--allow-write", help="Allow writing to --device (destroys data "
+                                                                      "in the range)."),
+        yes: bool = typer.Option(False, "--yes", help="Do not ask before writing to --device."),
+        offset: int = typer.Option(0, "--offset", min=0, help="--device: first byte of the range used."),
+        size: int = typer.Option(0, "--size", min=0, help="--device: bytes of the range used (0 = to the end)."),
+        buffered: bool = typer.Option(False, "--buffered", help="--device/--dir: no O_DIRECT."),
+        drop_caches: bool = typer.Option(False, "--drop-caches", help="--dir: drop the kernel caches between "
+                                                                      "steps (root only)."),
     ) -> None:
         """Run scenarios (protocol + stack) and print one line per measurement.
 
@@ -99,7 +113,10 @@ def register(app: typer.Typer) -> None:
         scenario and seed give the same output.  Times are mean ms per timed call;
         kB = KiB and MB/s = MiB/s as in ESP-IDF's perf_benchmark.
         """
-        names = scenario or [scen.DEFAULT_SCENARIO]
+        if device and directory:
+            raise SdbenchError("give --device or --dir, not both")
+        real = bool(device or directory)
+        names = scenario or (["espidf-memory"] if real else [scen.DEFAULT_SCENARIO])
         if json_path is not None:
             check_writable_output(json_path)
         overrides = list(set_)
@@ -110,7 +127,21 @@ def register(app: typer.Typer) -> None:
                 sc_over.append(f"{RUNS_OVERRIDE[_protocol_of(n)]}={runs}")
             if seed is not None:
                 sc_over.append(f"seed={seed}")
-            loaded.append(scen.load(n, sc_over))
+            sc = scen.load(n, sc_over)
+            if device:
+                if sc.protocol not in ("espidf", "raw"):
+                    raise SdbenchError(f"--device runs the espidf or raw protocol, not {sc.protocol}")
+                sd = {"media": "device", "path": device, "allow_write": allow_write, "yes": yes,
+                      "offset_bytes": offset, "size_bytes": size, "direct": "off" if buffered else "auto"}
+                parts = tuple(p for p in sc.espidf.parts if p.startswith("sd_")) or ("sd_raw",)
+                sc = _replace(sc, sd=sd, flash={}, espidf=_replace(sc.espidf, parts=parts))
+                sc.media_config("sd")
+            elif directory:
+                if sc.protocol != "espidf":
+                    raise SdbenchError(f"--dir runs the espidf protocol, not {sc.protocol}")
+                sc = _replace(sc, sd={}, flash={}, directory=directory, directory_drop_caches=drop_caches,
+                              espidf=_replace(sc.espidf, parts=("dir",)))
+            loaded.append(sc)
         records = []
         store = None
         if save:

@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..cache import BlockCache, CacheConfig
 from ..clock import Clock, VirtualClock, WallClock
 from ..errors import ConfigError
 from ..fs.fat import FatConfig, FatFileSystem
@@ -33,7 +34,7 @@ from ..workloads.rawseq import RawSeqConfig
 
 DATA = resources.files("sdbench") / "data"
 DEFAULT_SCENARIO = "espidf-esp32-sdmmc4-40mhz"
-PROTOCOLS = ("espidf", "p2", "raw")
+PROTOCOLS = ("espidf", "p2", "raw", "fs_tests", "usbmsc")
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ class Built:
     clock: Clock
     stack: dict[str, Any]
     devices: list[BlockDevice] = field(default_factory=list)
+    #: what a protocol reports beyond its rows; run_scenario puts it into the run's metadata
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     def close(self) -> None:
         for d in self.devices:
@@ -82,12 +85,41 @@ def _build_image(cfg: ImageMediaConfig, scenario: "Scenario", clock: Clock) -> t
     return dev, {"media": "image", **to_mapping(cfg)}
 
 
+@dataclass(frozen=True)
+class DeviceMediaConfig:
+    """A Linux block device or image file, measured on the wall clock (sdbench run --device)."""
+
+    path: str = opt("", help="block device or image file")
+    allow_write: bool = opt(False, help="allow writing (the protocol's writes destroy data in the range)")
+    yes: bool = opt(False, help="do not ask for confirmation before writing")
+    offset_bytes: int = opt(0, unit="B", min=0, help="start of the range used")
+    size_bytes: int = opt(0, unit="B", min=0, help="size of the range used; 0 = to the end")
+    direct: str = opt("auto", choices=("auto", "on", "off"), help="O_DIRECT: auto = where the OS allows it")
+
+
+def _build_device(cfg: DeviceMediaConfig, scenario: "Scenario", clock: Clock) -> tuple[BlockDevice, dict[str, Any]]:
+    from ..cli.cmd_real import open_target
+    from ..identity import identify
+
+    if not cfg.path:
+        raise ConfigError("sd.path: a device or image file is required for media = \"device\"")
+    dev = open_target(cfg.path, None, writes=True, allow_write=cfg.allow_write, yes=cfg.yes,
+                      offset_bytes=cfg.offset_bytes, size_bytes=cfg.size_bytes or None,
+                      direct={"auto": None, "on": True, "off": False}[cfg.direct])
+    try:
+        ident = identify(cfg.path)
+    except Exception:  # identity is informative only
+        ident = {}
+    return dev, {"media": "device", **to_mapping(cfg), "identity": ident}  # type: ignore[return-value]
+
+
 #: media kind -> (config class, builder(config, scenario, clock) -> (device, metadata), clock kind)
 MEDIA: dict[str, tuple[type, Callable[..., tuple[BlockDevice, dict[str, Any]]], str]] = {
     "memory": (MemoryMediaConfig, _build_memory, "wall"),
     "image": (ImageMediaConfig, _build_image, "wall"),
     "sim": (SimSdConfig, build_sim_sd, "virtual"),
     "sim-nor": (SimFlashConfig, build_sim_flash, "virtual"),
+    "device": (DeviceMediaConfig, _build_device, "wall"),
 }
 
 
@@ -105,18 +137,32 @@ class Scenario:
     sd_fat: FatConfig = field(default_factory=lambda: FatConfig(allocation_unit_bytes=65536, partition_start_lba=63))
     sd_littlefs: LittleFsConfig = field(default_factory=LittleFsConfig)
     extra: dict[str, Any] = field(default_factory=dict)   # protocol/media tables handled by their modules
+    directory: str = ""   # a mounted directory for the 'dir' part (sdbench run --dir)
+    directory_drop_caches: bool = False
     source_dir: Path | None = None
     raw: dict[str, Any] = field(default_factory=dict)      # the merged TOML, for --set and metadata
 
     def media_config(self, section: str) -> tuple[str, Any]:
         table = dict(getattr(self, section))
         kind = table.pop("media", None)
+        table.pop("cache", None)  # [sd.cache]: a BlockCache around the device, see build()
         if kind is None:
             raise ConfigError(f"scenario {self.name}: [{section}] needs media = one of {', '.join(MEDIA)}")
         if kind not in MEDIA:
             raise ConfigError(f"scenario {self.name}: unknown {section}.media {kind!r} (known: {', '.join(MEDIA)})")
         cls = MEDIA[kind][0]
         return kind, from_mapping(cls, table, section)
+
+    def cache_config(self, host: Any = None) -> CacheConfig | None:
+        """``[sd.cache]`` as a CacheConfig (cpu_hz defaults to the host profile's), or None."""
+        table = self.sd.get("cache") if self.sd else None
+        if table is None:
+            return None
+        if not isinstance(table, dict):
+            raise ConfigError("[sd.cache] must be a table")
+        if host is not None and "cpu_hz" not in table:
+            table = {**table, "cpu_hz": host.cpu_hz}
+        return from_mapping(CacheConfig, table, "sd.cache")
 
     def clock_kind(self) -> str:
         kinds = {MEDIA[t.get("media", "memory")][2] for t in (self.sd, self.flash) if t and t.get("media") in MEDIA}
@@ -132,6 +178,10 @@ class Scenario:
         if self.sd:
             kind, cfg = self.media_config("sd")
             sd_dev, meta = MEDIA[kind][1](cfg, self, clock)
+            host = getattr(sd_dev, "host", None)
+            cache_cfg = self.cache_config(host)
+            if cache_cfg is not None:
+                sd_dev = BlockCache(sd_dev, cache_cfg)
             devices.append(sd_dev)
             stack["sd"] = {**meta, "device": sd_dev.describe()}
             stack["sd_fat"] = to_mapping(self.sd_fat)
@@ -140,7 +190,6 @@ class Scenario:
             dev = sd_dev
             factories["sd_fatfs"] = lambda: FatFileSystem(dev, fat_cfg)
             factories["sd_littlefs"] = lambda: LittleFsFileSystem(dev, lfs_cfg)
-            host = getattr(sd_dev, "host", None)
             if host is not None and isinstance(clock, VirtualClock):
                 # the host's VFS/filesystem software time per read()/write() call
                 call_ns = host.cycles_ns(host.fs_call_cycles)
@@ -158,6 +207,13 @@ class Scenario:
             flash_raw = getattr(flash_target, "raw_device", None)
             factories.update(getattr(flash_target, "fs_factories", {}))
             counters.update(getattr(flash_target, "counter_devices", {}))
+        if self.directory:
+            from ..cli.cmd_real import open_target
+
+            path, drop = self.directory, self.directory_drop_caches
+            dir_fs = open_target(None, path, writes=True, drop_caches=drop)
+            stack["dir"] = dir_fs.describe()
+            factories["dir"] = lambda: dir_fs
         target = Target(sd_device=sd_dev, flash_raw_device=flash_raw, fs_factories=factories,
                         counter_devices=counters)
         return Built(target, clock, stack, devices)
@@ -258,11 +314,12 @@ def load(name_or_path: str, overrides: list[str] | None = None) -> Scenario:
     for section in ("sd", "flash"):
         if getattr(sc, section):
             sc.media_config(section)
+    sc.cache_config()
     return sc
 
 
 #: extra top-level tables that other modules read from Scenario.extra (e.g. the P2 protocol's config)
-_EXTRA_TABLES: set[str] = set()
+_EXTRA_TABLES: set[str] = {"fs_tests", "usbmsc"}
 
 
 def describe_all() -> list[tuple[str, str]]:

@@ -32,10 +32,11 @@ from ..options import opt
 from ..records import Row
 from ..runner import Context
 
-PARTS = ("flash_raw", "flash_fatfs", "flash_spiffs", "flash_littlefs", "sd_raw", "sd_fatfs", "sd_littlefs")
+PARTS = ("flash_raw", "flash_fatfs", "flash_spiffs", "flash_littlefs", "sd_raw", "sd_fatfs", "sd_littlefs", "dir")
 PART_NAMES = {
     "flash_raw": "SPI Flash raw", "flash_fatfs": "SPI FATFS", "flash_spiffs": "SPI SPIFFS",
     "flash_littlefs": "SPI LittleFS", "sd_raw": "SD raw", "sd_fatfs": "SD FATFS", "sd_littlefs": "SD LittleFS",
+    "dir": "DIR",  # a mounted directory through the OS (sdbench run --dir): never formatted
 }
 #: simulated address of the benchmark's calloc'd buffer (ESP32 internal DRAM, 4-byte aligned)
 DEFAULT_BUF_ADDR = 0x3FFB_0000
@@ -84,7 +85,7 @@ class EspIdfConfig:
                 n += 2 * self.runs
             elif p == "flash_spiffs":
                 n += 8 * self.spiffs_runs
-            elif p in ("sd_fatfs", "sd_littlefs"):
+            elif p in ("sd_fatfs", "sd_littlefs", "dir"):
                 n += 8 * self.runs * len(self.sd_modes)
             else:
                 n += 8 * self.runs
@@ -131,11 +132,12 @@ def run(target: Target, cfg: EspIdfConfig, ctx: Context, *, seed: int = 1) -> It
             yield from _flash_raw(target, cfg, ctx, rng)
         else:
             fs = target.make_fs(part)
-            fs.format()
+            if part != "dir":
+                fs.format()
             fs.mount()
             try:
                 name = PART_NAMES[part]
-                if part in ("sd_fatfs", "sd_littlefs"):
+                if part in ("sd_fatfs", "sd_littlefs", "dir"):
                     modes = [m for m in ("new_file", "normal") if m in cfg.sd_modes]
                     runs = cfg.runs
                 elif part == "flash_spiffs":

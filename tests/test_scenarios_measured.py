@@ -1,0 +1,35 @@
+"""Every scenario named in the shipped measurements exists and emits every row named there."""
+from __future__ import annotations
+
+import pytest
+
+from sdbench.calibrate import load_measurements
+from sdbench.protocols import RUNS_OVERRIDE, run_scenario
+from sdbench.scenarios import builtin_names, load
+
+MEAS = load_measurements()
+NAMES = sorted({m.scenario for m in MEAS})
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scenario_exists_and_emits_its_rows(name):
+    assert name in builtin_names(), f"no built-in scenario {name}"
+    sc = load(name)
+    key = RUNS_OVERRIDE.get(sc.protocol)
+    over = [f"{key}=1"] if key and sc.protocol != "raw" else []
+    rec = run_scenario(load(name, over))
+    labels = {r.label for r in rec.rows}
+    missing = [m.row for m in MEAS if m.scenario == name and m.row not in labels]
+    assert not missing, f"{name} does not emit {missing}"
+
+
+def test_measured_runs_are_the_scenario_defaults():
+    # `sdbench run NAME` alone reproduces the measured setup's number of runs
+    for name in NAMES:
+        sc = load(name)
+        for m in (m for m in MEAS if m.scenario == name and m.runs):
+            if sc.protocol == "espidf":
+                want = sc.espidf.spiffs_runs if "SPIFFS" in m.row else sc.espidf.runs
+                assert want == m.runs, (name, m.row)
+            elif sc.protocol == "p2":
+                assert sc.p2.runs == m.runs, (name, m.row)
