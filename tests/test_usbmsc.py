@@ -145,15 +145,7 @@ def test_runs_are_deterministic(records):
 
 
 TRAIN = [(m.scenario, m.row) for s in SCENARIOS for m in _meas(s) if m.split == "train"]
-NEEDS_FIT = pytest.mark.xfail(
-    strict=True,
-    reason="the shipped esp32s3-msc-spi-card was fitted to the board-level rows only: its single-block write busy "
-           "is the profile default and its read access absorbs part of the host's per-block cost; the joint fit "
-           "below (raw + USB single-sector rows) reproduces all four rows (docs/caches-and-bridges.md)")
-
-
-@pytest.mark.parametrize("scenario,row", [pytest.param(s, r, marks=NEEDS_FIT) if "single-sector" in r
-                                          else (s, r) for s, r in TRAIN])
+@pytest.mark.parametrize("scenario,row", TRAIN)
 def test_train_rows_within_15_percent(records, scenario, row):
     m = next(m for m in _meas(scenario) if m.row == row)
     got = row_value(records[scenario].row(row), m.unit)

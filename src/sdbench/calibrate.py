@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from scipy.optimize import least_squares, lsq_linear
+from scipy.optimize import brentq, least_squares, lsq_linear, minimize
 
 from . import profiles
 from .errors import ConfigError, SdbenchError
@@ -79,6 +79,16 @@ def load_measurements(path: str | Path | None = None) -> list[Measurement]:
     return out
 
 
+def row_level(m: Measurement) -> str:
+    """'raw' for sector I/O and card init, 'bridge' for sector I/O through the USB bridge, 'file' for rows
+    through a filesystem.  Calibration uses raw and bridge rows only."""
+    if m.row.startswith("USB MSC"):
+        return "bridge"
+    if "raw" in m.row.lower() or m.op == "mount":
+        return "raw"
+    return "file"
+
+
 def row_value(row: Row, unit: str) -> float:
     """A row's figure in a measurement's unit."""
     t = row.time_ms
@@ -116,6 +126,7 @@ class Param:
     hi: float
     prior_weight: float = 0.0   # > 0: residual pulling the value towards lo (scaled by prior_scale)
     prior_scale: float = 1.0
+    start: float | None = None  # where the search starts (None: the profile's current value)
 
 
 @dataclass(frozen=True)
@@ -137,6 +148,9 @@ class FitGroup:
     # cost takes the part of the card-side read gap that every card shows (the fastest card then has none)
     staged: bool = False
     host_rows: tuple[str, ...] = ()  # staged: rows that only the host's remaining fields explain
+    # staged: per card, (field, row) pairs solved in this order, each by a 1-D root search (the model is
+    # monotone in each and quantised by polling, which stalls gradient steps)
+    sequence: tuple[tuple[str, str], ...] = ()
 
 
 P2_CARDS = ("sandisk-industrial-16gb", "lexar-v30-64gb", "lexar-blue-128gb", "samsung-evo-128gb",
@@ -158,7 +172,11 @@ def _p2_group() -> FitGroup:
         ]
     return FitGroup("p2", "Propeller 2 benchmark cards, SPI 25 MHz (host p2-350mhz shared)", scen, "p2-350mhz",
                     tuple(params), restrict=("p2.metrics=" + repr(list(P2_ROWS)),), rows=P2_ROWS, staged=True,
-                    host_rows=("File Open",))
+                    host_rows=("File Open",),
+                    sequence=(("init_ms", "Mount"), ("read_access_us", "Raw Read 1x512B"),
+                              ("read_block_gap_us", "Raw Read 64x (32KB)"),
+                              ("write_busy_single_us", "Raw Write 1x512B"),
+                              ("write_busy_end_us", "Raw Write 64x (32KB)")))
 
 
 def _espidf_group() -> FitGroup:
@@ -180,7 +198,8 @@ def _espidf_group() -> FitGroup:
 def _s3_group(name: str, scenario: str, host: str) -> FitGroup:
     c = f"card:{scenario}"
     return FitGroup(name, f"{scenario}: raw sector read/write", (scenario,), host,
-                    (Param(c, "read_access_us", 0, 20000), Param(c, "write_busy_end_us", 0, 100000)),
+                    (Param(c, "read_access_us", 0, 20000, start=250),
+                     Param(c, "write_busy_end_us", 0, 100000, start=1500)),
                     rows=("raw sectors write", "raw sectors read"))
 
 
@@ -194,8 +213,21 @@ def _flash_group() -> FitGroup:
         restrict=("espidf.parts=['flash_raw']",), rows=("SPI Flash raw write", "SPI Flash raw read"))
 
 
+def _s3_spi_group() -> FitGroup:
+    both = "esp32s3-spi20mhz,esp32s3-usbmsc-spi20mhz"
+    c = f"card:{both}"
+    return FitGroup(
+        "esp32s3-spi", "ESP32-S3 SDSPI 20 MHz card: board raw rows and the bridge's single-sector rows (one card)",
+        ("esp32s3-spi20mhz", "esp32s3-usbmsc-spi20mhz"), "esp32s3-sdspi",
+        (Param("host", "block_cycles", 0, 100000, start=8000), Param(c, "read_access_us", 0, 20000, start=250),
+         Param(c, "write_busy_single_us", 0, 100000, start=1000),
+         Param(c, "write_busy_end_us", 0, 100000, start=1500)),
+        restrict=("usbmsc.rows=['single-sector write', 'single-sector read']",),
+        rows=("raw sectors write", "raw sectors read", "USB MSC single-sector write", "USB MSC single-sector read"))
+
+
 def groups() -> dict[str, FitGroup]:
-    gs = [_espidf_group(), _flash_group(), _p2_group(), _s3_group("esp32s3-spi", "esp32s3-spi20mhz", "esp32s3-sdspi"),
+    gs = [_espidf_group(), _flash_group(), _p2_group(), _s3_spi_group(),
           _s3_group("esp32s3-sdmmc", "esp32s3-sdmmc4-40mhz", "esp32s3-sdmmc")]
     return {g.name: g for g in gs}
 
@@ -229,9 +261,12 @@ class _Evaluator:
         self.profile_names: dict[tuple[str, str], str] = {}
         for p in group.params:
             if p.target != "host":
-                kind, s = p.target.split(":", 1)
+                kind, names = p.target.split(":", 1)
                 section, key = TARGETS[kind][3]
-                self.profile_names[(kind, s)] = str(getattr(load_scenario(s), section).get(key))
+                found = {str(getattr(load_scenario(s), section).get(key)) for s in names.split(",")}
+                if len(found) != 1:
+                    raise ConfigError(f"fit group {group.name}: {p.target} names different profiles {sorted(found)}")
+                self.profile_names[(kind, names)] = found.pop()
         self.evals = 0
 
     def overrides(self, x: np.ndarray, fixed: dict[str, dict[str, float]]) -> dict[str, list[str]]:
@@ -243,8 +278,9 @@ class _Evaluator:
                 for s in per:
                     per[s].append(f"sd.host_params.{p.name}={_num(p.name, v)}")
             else:
-                kind, s = p.target.split(":", 1)
-                per[s].append(f"{TARGETS[kind][0]}.{p.name}={_num(p.name, v)}")
+                kind, names = p.target.split(":", 1)
+                for s in names.split(","):  # one profile shared by several scenarios
+                    per[s].append(f"{TARGETS[kind][0]}.{p.name}={_num(p.name, v)}")
         return per
 
     def predict(self, scenario: str, overrides: list[str]) -> dict[str, Row]:
@@ -293,11 +329,11 @@ def _initial(group: FitGroup) -> np.ndarray:
         if p.target == "host":
             kind, name = "host", group.host
         else:
-            kind, s = p.target.split(":", 1)
+            kind, names = p.target.split(":", 1)
             section, key = TARGETS[kind][3]
-            name = str(getattr(load_scenario(s), section).get(key))
+            name = str(getattr(load_scenario(names.split(",")[0]), section).get(key))
         cls = TARGETS[kind][2]
-        v = float(_table(kind, name).get(p.name, getattr(cls(), p.name)))
+        v = float(_table(kind, name).get(p.name, getattr(cls(), p.name))) if p.start is None else p.start
         x0.append(min(max(v, p.lo), p.hi))
     return np.array(x0)
 
@@ -311,7 +347,7 @@ def _sparsity(group: FitGroup, ev: _Evaluator) -> np.ndarray:
     k = len(rows)
     for j, p in enumerate(group.params):
         for i, s in enumerate(rows):
-            if p.target == "host" or p.target.split(":", 1)[1] == s:
+            if p.target == "host" or s in p.target.split(":", 1)[1].split(","):
                 m[i, j] = 1
         if p.prior_weight:
             m[k, j] = 1
@@ -376,6 +412,23 @@ def fit(group_name: str, meas: list[Measurement], progress: Callable[[str], None
     else:
         x, cost = solve({}, x0)
         fixed = {}
+        # coupled parameters (host per-block cost vs card access) can leave a local minimum: restart
+        # from the starting point scaled down and up, and keep the best
+        for factor in (0.5, 2.0):
+            if cost <= 1e-6:
+                break
+            xs, cs = solve({}, np.clip(x0 * factor, lo, hi))
+            if cs < cost:
+                x, cost = xs, cs
+        if cost > 1e-4:
+            # gradient steps can stall on models quantised by polling; a simplex search does not need gradients
+            def sq(y: np.ndarray) -> float:
+                return float(np.sum(ev.residuals(np.clip(y * scale, lo, hi), {}) ** 2))
+
+            r = minimize(sq, x / scale, method="Nelder-Mead",
+                         options={"maxfev": 60 * len(x), "xatol": 1e-4, "fatol": 1e-7})
+            if r.fun < cost:
+                x, cost = np.clip(r.x * scale, lo, hi), float(r.fun)
     per = ev.overrides(x, fixed)
     residuals = []
     for s in g.scenarios:
@@ -390,7 +443,7 @@ def fit(group_name: str, meas: list[Measurement], progress: Callable[[str], None
     for p, v in zip(g.params, x):
         if p.target == "host":
             host_params[p.name] = float(v)
-        elif p.target.startswith("card:"):
+        elif p.target.startswith("card:") and "," not in p.target:
             card_params[p.target.split(":", 1)[1]][p.name] = float(v)
         else:
             kind, s = p.target.split(":", 1)
@@ -413,19 +466,29 @@ def _staged(g: FitGroup, ev: _Evaluator, x0: np.ndarray, lo: np.ndarray, hi: np.
             cols = idx.get(f"card:{s}", [])
             if not cols or s not in ev.targets:
                 continue
+            have = {m.row for m in ev.targets[s]}
+            for _ in range(2):  # twice: later fields shift earlier rows a little (e.g. gap and access)
+                for name, row in g.sequence:
+                    if row not in have:
+                        continue
+                    k = next(i for i in cols if g.params[i].name == name)
 
-            def f(v: np.ndarray, cols: list[int] = cols, s: str = s) -> np.ndarray:
-                xx = x.copy()
-                xx[cols] = v * scale[cols]
-                return ev.scenario_residuals(xx, s, skip=g.host_rows)
+                    def r1(v: float, k: int = k, row: str = row, s: str = s) -> float:
+                        xx = x.copy()
+                        xx[k] = v
+                        return float(ev.scenario_residuals(xx, s, only=(row,))[0])
 
-            r = least_squares(f, x[cols] / scale[cols], bounds=(lo[cols] / scale[cols], hi[cols] / scale[cols]),
-                              diff_step=0.03, xtol=1e-6, ftol=1e-8, max_nfev=40)
-            x[cols] = r.x * scale[cols]
+                    a, b = lo[k], hi[k]
+                    fa, fb = r1(a), r1(b)
+                    if fa * fb < 0:
+                        x[k] = brentq(r1, a, b, xtol=1e-3 * max(1.0, scale[k] * 1e-3), maxiter=60)
+                    else:  # no sign change: the bound that comes closest
+                        x[k] = a if abs(fa) <= abs(fb) else b
             gi = next(i for i in cols if g.params[i].name == "read_block_gap_us")
             gaps[s] = x[gi]
             if progress:
-                progress(f"{g.name}: stage {stage + 1}: {s}: cost {float(np.sum(r.fun ** 2)):.4g}")
+                res = ev.scenario_residuals(x, s, skip=g.host_rows)
+                progress(f"{g.name}: stage {stage + 1}: {s}: cost {float(np.sum(res ** 2)):.4g}")
         if not gaps:
             break
         shift_us = min(gaps.values())  # the per-block time every card shows is the host's
