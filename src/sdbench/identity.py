@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, SdbenchError
+from .media.safety import stat_target
 
 SD_MANUFACTURERS = {
     0x01: "Panasonic", 0x02: "Toshiba/Kioxia", 0x03: "SanDisk", 0x06: "Ritek", 0x08: "Silicon Power",
@@ -316,12 +317,7 @@ def _int(path: Path) -> int | None:
 def identify(path: str | os.PathLike[str], *, sys_root: str = "/sys") -> dict[str, Any]:
     """Facts about a block device (or image file) for display and for storing with runs."""
     p = os.fspath(path)
-    try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        raise SdbenchError(f"no such device or file: {p}") from None
-    except PermissionError:
-        raise SdbenchError(f"no permission to look at {p}") from None
+    st = stat_target(p)
     if stat.S_ISREG(st.st_mode):
         return {"path": p, "kind": "image file", "size_bytes": st.st_size,
                 "summary": f"image file, {st.st_size / 1e9:.3f} GB"}

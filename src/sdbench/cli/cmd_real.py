@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import sys
-import tempfile
 import time
 from dataclasses import replace
 from enum import Enum
@@ -25,6 +23,7 @@ from typing import Any, Optional
 import typer
 
 from ..errors import ConfigError, SdbenchError
+from .output import check_writable_output, write_atomically
 from ..identity import decode_registers, identify
 from ..media.dirtarget import DirTarget
 from ..media.linux import LinuxBlockDevice
@@ -34,33 +33,6 @@ from ..workloads import fio as fiomod
 from ..workloads.stream import run_stream
 
 # ---- helpers the lead's `sdbench run` can reuse ---------------------------------------------
-
-
-def check_output_path(path: Path) -> None:
-    """Fail before any measurement if the results file cannot be written."""
-    parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise SdbenchError(f"cannot write {path}: it is a directory")
-    if not parent.is_dir():
-        raise SdbenchError(f"cannot write {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise SdbenchError(f"cannot write {path}: permission denied")
-
-
-def write_json_atomically(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else ".")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def open_target(device: Optional[str], directory: Optional[str], *, writes: bool, allow_write: bool = False,
@@ -228,7 +200,7 @@ def _finish(rec: RunRecord, json_path: Optional[Path], quiet: bool) -> None:
         for w in rec.warnings:
             typer.echo(f"warning: {w}", err=True)
     if json_path is not None:
-        write_json_atomically(json_path, Results(runs=(rec,)).to_json())
+        write_atomically(json_path, Results(runs=(rec,)).to_json())
     bad = fiomod.verify_failures(rec)
     if bad:
         raise fiomod.VerifyError("verify failed: " + "; ".join(bad))
@@ -287,7 +259,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """fio-like jobs: MiB/s, IOPS and latency percentiles (µs) per job and direction."""
         if json_path is not None:
-            check_output_path(json_path)
+            check_writable_output(json_path)
         cli = {"name": name, "rw": rw, "bs_bytes": _parse_size_opt(bs, "--bs"),
                "size_bytes": _parse_size_opt(size, "--size"), "offset_bytes": _parse_size_opt(offset, "--offset"),
                "iodepth": iodepth, "direct": direct, "runtime_s": runtime_s, "time_based": time_based,
@@ -333,7 +305,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Stream N MiB of random data from RAM with sync, read back, verify (MB/s = 10^6 B/s)."""
         if json_path is not None:
-            check_output_path(json_path)
+            check_writable_output(json_path)
         chunk_bytes = fiomod.parse_size(chunk, "--chunk")
         off = _parse_size_opt(offset, "--offset") or 0
         target = open_target(device, directory, writes=True, allow_write=allow_write, yes=yes, offset_bytes=off,
@@ -368,7 +340,7 @@ def register(app: typer.Typer) -> None:
         """Presets: cdm (SEQ1M Q8T1, SEQ1M Q1T1, RND4K Q32T1, RND4K Q1T1), a1 (pass/fail per criterion,
         exit code 1 on FAIL), sdfat (5 MB in 512-byte writes, 2 write + 2 read passes, latency µs)."""
         if json_path is not None:
-            check_output_path(json_path)
+            check_writable_output(json_path)
         off = _parse_size_opt(offset, "--offset") or 0
         default_size = {"cdm": 1024 * MIB, "a1": 64 * MIB, "sdfat": fiomod.SDFAT_FILE_BYTES}[preset.value]
         size_bytes = _parse_size_opt(size, "--size") or default_size
@@ -418,7 +390,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Identify a card: decode CID/CSD/SCR/SSR (from sysfs or pasted) and block-device facts."""
         if json_path is not None:
-            check_output_path(json_path)
+            check_writable_output(json_path)
         regs = {"cid": cid, "csd": csd, "scr": scr, "ssr": ssr}
         if device is None and not any(regs.values()):
             raise SdbenchError("give a DEVICE or registers (--cid HEX --csd HEX [--scr HEX --ssr HEX])")
@@ -430,7 +402,7 @@ def register(app: typer.Typer) -> None:
             ident = decode_registers(**regs, card_type="MMC" if mmc else "SD")
         print_identity(ident)
         if json_path is not None:
-            write_json_atomically(json_path, json.dumps(ident, indent=2) + "\n")
+            write_atomically(json_path, json.dumps(ident, indent=2) + "\n")
 
 
 def print_identity(ident: dict[str, Any]) -> None:

@@ -1,9 +1,7 @@
 """``sdbench run`` and ``sdbench scenarios``."""
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -18,41 +16,13 @@ from ..protocols import RUNS_OVERRIDE, run_scenario
 from ..records import Results, RunRecord
 from ..report_text import markdown_table
 from ..workloads.espidf import espidf_line
+from .output import check_writable_output, write_atomically
 
 
 class OutFormat(str, Enum):
     espidf = "espidf"
     table = "table"
     json = "json"
-
-
-def check_writable_output(path: Path) -> None:
-    """Fail before any work if ``path`` cannot be written (nothing is created here)."""
-    parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise SdbenchError(f"cannot write {path}: it is a directory")
-    if not parent.is_dir():
-        raise SdbenchError(f"cannot write {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise SdbenchError(f"cannot write {path}: permission denied")
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file in the same directory, then rename: never half-written."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else ".")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are for sharing
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def print_run(rec: RunRecord, fmt: OutFormat) -> None:

@@ -78,7 +78,7 @@ def _write_output(text: str, output: Optional[Path]) -> None:
     if output is None or str(output) == "-":
         typer.echo(text, nl=False)
         return
-    from .cmd_run import check_writable_output, write_atomically
+    from .output import check_writable_output, write_atomically
 
     check_writable_output(output)
     write_atomically(output, text)

@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
         deterministic: a configuration's result does not depend on the worker count.
         """
         from .. import sweep as sw
-        from .cmd_run import check_writable_output, write_atomically
+        from .output import check_writable_output, write_atomically
 
         spec = sw.load_spec(spec_path)
         if json_path is not None:

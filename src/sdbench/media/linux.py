@@ -28,7 +28,7 @@ from typing import Any
 from ..clock import WallClock
 from ..errors import SdbenchError
 from .base import BlockDevice, BlockDeviceError, Geometry, OutOfRangeError
-from .safety import TargetCheck, check_writable_target
+from .safety import TargetCheck, check_writable_target, stat_target
 
 # <linux/fs.h> ioctls
 BLKSSZGET = 0x1268          # logical block size (int)
@@ -102,12 +102,7 @@ class LinuxBlockDevice(BlockDevice):
         self._local = threading.local()
         self._stats_lock = threading.Lock()
         p = self.path
-        try:
-            st = os.stat(p)
-        except FileNotFoundError:
-            raise SdbenchError(f"no such device or file: {p}") from None
-        except PermissionError:
-            raise SdbenchError(f"no permission to look at {p}") from None
+        st = stat_target(p)
         if stat.S_ISDIR(st.st_mode):
             raise SdbenchError(f"{p} is a directory; benchmark a mounted filesystem with --dir")
         self.is_block = stat.S_ISBLK(st.st_mode)

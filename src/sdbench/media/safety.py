@@ -63,6 +63,16 @@ class TargetCheck:
     family: list[str] = field(default_factory=list)
 
 
+def stat_target(p: str) -> os.stat_result:
+    """os.stat with the one-line errors a user should see for a device or image path."""
+    try:
+        return os.stat(p)
+    except FileNotFoundError:
+        raise SdbenchError(f"no such device or file: {p}") from None
+    except PermissionError:
+        raise SdbenchError(f"no permission to look at {p}") from None
+
+
 def _unescape(s: str) -> str:
     # mountinfo and /proc/swaps escape space, tab, newline and backslash as \ooo
     out, i = [], 0
@@ -252,12 +262,7 @@ def check_writable_target(path: str | os.PathLike[str], *, proc_root: str = "/pr
                           root_path: str = "/") -> TargetCheck:
     """Raise :class:`UnsafeTargetError` when writing to ``path`` is unsafe; else say what was checked."""
     p = os.fspath(path)
-    try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        raise SdbenchError(f"no such device or file: {p}") from None
-    except PermissionError:
-        raise SdbenchError(f"no permission to look at {p}") from None
+    st = stat_target(p)
     swaps = read_swaps(proc_root)
     mounts = read_mounts(proc_root)
     sysfs = _Sysfs(sys_root)
