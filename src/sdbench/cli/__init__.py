@@ -46,7 +46,10 @@ def _load_commands() -> None:
     if _loaded:
         return
     _loaded = True
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+    # simulated/run commands first in --help, then results, real media, sweeps; new modules after them
+    first = ["cmd_run", "cmd_sim", "cmd_store", "cmd_real", "cmd_sweep"]
+    rank = {n: i for i, n in enumerate(first)}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: (rank.get(m.name, len(first)), m.name)):
         if info.name.startswith("cmd_"):
             mod = importlib.import_module(f"{__name__}.{info.name}")
             mod.register(app)
