@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from scipy.optimize import brentq, least_squares, lsq_linear, minimize
+from scipy.optimize import brentq, least_squares, lsq_linear, minimize, minimize_scalar
 
 from . import profiles
 from .errors import ConfigError, SdbenchError
@@ -497,17 +497,18 @@ def _staged(g: FitGroup, ev: _Evaluator, x0: np.ndarray, lo: np.ndarray, hi: np.
             gi = next(i for i in idx[f"card:{s}"] if g.params[i].name == "read_block_gap_us")
             x[gi] = max(lo[gi], x[gi] - shift_us)
     if host_open and g.host_rows:
-        # host-only rows (e.g. File Open) fit the remaining host fields, the cards fixed
-        def fh(v: np.ndarray) -> np.ndarray:
-            xx = x.copy()
-            xx[host_open] = v * scale[host_open]
-            return np.concatenate([ev.scenario_residuals(xx, s, only=g.host_rows) for s in g.scenarios
-                                   if any(m.row in g.host_rows for m in ev.targets.get(s, []))])
+        # host-only rows (e.g. File Open) fit the remaining host fields one at a time, the cards fixed
+        for k in host_open:
+            def sq(v: float, k: int = k) -> float:
+                xx = x.copy()
+                xx[k] = v
+                res = [ev.scenario_residuals(xx, s, only=g.host_rows) for s in g.scenarios
+                       if any(m.row in g.host_rows for m in ev.targets.get(s, []))]
+                return float(sum(np.sum(r ** 2) for r in res))
 
-        r = least_squares(fh, x[host_open] / scale[host_open],
-                          bounds=(lo[host_open] / scale[host_open], hi[host_open] / scale[host_open]),
-                          diff_step=0.03, max_nfev=30)
-        x[host_open] = r.x * scale[host_open]
+            r = minimize_scalar(sq, bounds=(lo[k], hi[k]), method="bounded",
+                                options={"xatol": max(1.0, 1e-4 * (hi[k] - lo[k]))})
+            x[k] = r.x
     return x
 
 
