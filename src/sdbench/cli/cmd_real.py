@@ -32,7 +32,7 @@ from ..records import MIB, Results, RunRecord
 from ..workloads import fio as fiomod
 from ..workloads.stream import run_stream
 
-# ---- helpers the lead's `sdbench run` can reuse ---------------------------------------------
+# ---- helpers that `sdbench run --device/--dir` shares ---------------------------------------------
 
 
 def open_target(device: Optional[str], directory: Optional[str], *, writes: bool, allow_write: bool = False,
