@@ -246,3 +246,9 @@ def test_default_scenario_is_the_simulated_esp32_sdmmc_target():
 
     assert DEFAULT_SCENARIO == "espidf-esp32-sdmmc4-40mhz"
     assert load(DEFAULT_SCENARIO).clock_kind() == "virtual"
+
+
+def test_trace_reaches_the_card_below_a_cache(capsys):
+    assert main(["trace", "espidf-esp32-sdmmc4-40mhz", "-n", "3", "--set", "sd.cache.blocks=8",
+                 "--row", "SD raw read [16 kB label]"]) == 0
+    assert "CMD18" in capsys.readouterr().out

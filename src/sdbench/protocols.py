@@ -12,11 +12,11 @@ from .scenarios import Built, Scenario
 from .errors import ConfigError
 from .workloads import espidf, fstests, p2, rawseq, usbmsc
 
-#: protocol name -> (rows generator, number of timed calls)
 def _run_p2(sc: Scenario, b: Built, ctx: Context) -> Iterator[Row]:
     return p2.run(_sd(sc, b), lambda: b.target.make_fs("sd_fatfs"), sc.p2, ctx, seed=sc.seed)
 
 
+#: protocol name -> (rows generator, number of timed calls)
 PROTOCOL_RUNNERS: dict[str, tuple[Callable[[Scenario, Built, Context], Iterator[Row]], Callable[[Scenario], int]]] = {
     "espidf": (lambda sc, b, ctx: espidf.run(b.target, sc.espidf, ctx, seed=sc.seed),
                lambda sc: sc.espidf.timed_calls()),
@@ -32,6 +32,7 @@ def _sd(sc: Scenario, b: Built):
     if b.target.sd_device is None:
         raise ConfigError(f"scenario {sc.name}: protocol {sc.protocol} needs an [sd] device")
     return b.target.sd_device
+
 
 #: the field ``--runs`` sets, per protocol
 RUNS_OVERRIDE = {"espidf": "espidf.runs", "p2": "p2.runs", "raw": "raw.passes", "fs_tests": "fs_tests.repeats",

@@ -165,7 +165,9 @@ def register(app: typer.Typer) -> None:
             listener.clock = b.clock
 
         rec = run_scenario(sc, listeners=(listener,), on_built=on_built)
-        dev = built_dev[0].target.sd_device
+        from ..media.base import bottom
+
+        dev = bottom(built_dev[0].target.sd_device)  # below any cache or bridge
         log = dev.log or []
         if row is not None:
             spans = [(a, b) for a, b, lab in windows if lab == row]
