@@ -46,7 +46,7 @@ class LittleFsConfig:
 
 
 class _Context:
-    """littlefs block callbacks -> BlockDevice ops."""
+    """littlefs block callbacks -> BlockDevice ops (errors kept for a clear message)."""
 
     def __init__(self, device: BlockDevice, cfg: LittleFsConfig, base_bytes: int = 0) -> None:
         self.dev = device
@@ -55,19 +55,23 @@ class _Context:
         self.base = base_bytes
         self.error: Exception | None = None
 
-    def _lba(self, block: int, off: int) -> int:
-        return (self.base + block * self.block_size + off) // self.ss
+    # byte access: one device op per callback (subclasses may address bytes differently)
+    def read_bytes(self, addr: int, size: int) -> bytes:
+        return self.dev.read(addr // self.ss, size // self.ss)
+
+    def prog_bytes(self, addr: int, data: bytes) -> None:
+        self.dev.write(addr // self.ss, data)
 
     def read(self, cfg: Any, block: int, off: int, size: int) -> bytes:
         try:
-            return self.dev.read(self._lba(block, off), size // self.ss)
+            return self.read_bytes(self.base + block * self.block_size + off, size)
         except Exception as e:
             self.error = e
             raise
 
     def prog(self, cfg: Any, block: int, off: int, data: bytes) -> int:
         try:
-            self.dev.write(self._lba(block, off), data)
+            self.prog_bytes(self.base + block * self.block_size + off, bytes(data))
         except Exception as e:
             self.error = e
             raise
@@ -75,7 +79,7 @@ class _Context:
 
     def erase(self, cfg: Any, block: int) -> int:
         try:
-            self.dev.erase(self._lba(block, 0), self.block_size // self.ss)
+            self.dev.erase((self.base + block * self.block_size) // self.ss, self.block_size // self.ss)
         except Exception as e:
             self.error = e
             raise
@@ -123,13 +127,17 @@ _FLAGS = {"r": "r", "r+": "r+", "w": "w+", "a": "a+"}
 
 class LittleFsFileSystem(FileSystem):
     kind = "littlefs"
+    #: callbacks to the device; subclasses for devices with byte-level access replace it
+    context_class: type[_Context] = _Context
+    #: config fields that must be whole device sectors (one device op per littlefs request)
+    sector_fields: tuple[str, ...] = ("read_size", "prog_size", "block_size")
 
     def __init__(self, device: BlockDevice, config: LittleFsConfig = LittleFsConfig(), *,
                  offset_bytes: int = 0, size_bytes: int | None = None) -> None:
         super().__init__(device)
         self.config = config
         ss = device.geometry.sector_size
-        for name in ("read_size", "prog_size", "block_size"):
+        for name in self.sector_fields:
             v = getattr(config, name)
             if v % ss:
                 raise ConfigError(f"littlefs.{name} = {v} B is not a multiple of the device's {ss} B sectors")
@@ -147,7 +155,7 @@ class LittleFsFileSystem(FileSystem):
             raise ConfigError(f"littlefs needs {blocks} blocks of {config.block_size} B; the device offers "
                               f"{avail // config.block_size}")
         self.block_count = blocks
-        self._ctx = _Context(device, config, offset_bytes)
+        self._ctx = self.context_class(device, config, offset_bytes)
         self._cfg = _lfs.LFSConfig(
             context=self._ctx, block_size=config.block_size, block_count=blocks, read_size=config.read_size,
             prog_size=config.prog_size, block_cycles=config.block_cycles, cache_size=config.cache_size,

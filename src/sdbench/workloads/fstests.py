@@ -31,14 +31,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from typing import Any
 
-from littlefs import lfs as _lfs
 
 from ..cache import BlockCache, CacheConfig
 from ..clock import VirtualClock
 from ..errors import ConfigError, SdbenchError
 from ..fs.costed import CostedFileSystem
 from ..fs.fat import FatConfig, FatFileSystem
-from ..fs.littlefs import LittleFsConfig, LittleFsFileSystem
+from ..fs.littlefs import LittleFsConfig, LittleFsFileSystem, _Context
 from ..media.base import BlockDevice, BlockDeviceWrapper
 from ..media.sim.bus import SdBus
 from ..media.sim.mpy_sdcard import MicroPythonSdCard, MpySdDriverConfig
@@ -239,71 +238,21 @@ class MpyBlockDevice(BlockDeviceWrapper):
         self.stats.bytes_written += len(data)
 
 
-class _ExtContext:
+class _ExtContext(_Context):
     """littlefs callbacks -> the extended block interface (byte offsets within blocks)."""
 
-    def __init__(self, bdev: MpyBlockDevice, block_size: int) -> None:
-        self.bdev = bdev
-        self.block_size = block_size
-        self.error: Exception | None = None
+    def read_bytes(self, addr: int, size: int) -> bytes:
+        return self.dev.read_ext(addr, size)  # type: ignore[attr-defined]
 
-    def read(self, cfg: Any, block: int, off: int, size: int) -> bytes:
-        try:
-            return self.bdev.read_ext(block * self.block_size + off, size)
-        except Exception as e:
-            self.error = e
-            raise
-
-    def prog(self, cfg: Any, block: int, off: int, data: bytes) -> int:
-        try:
-            self.bdev.write_ext(block * self.block_size + off, bytes(data))
-        except Exception as e:
-            self.error = e
-            raise
-        return 0
-
-    def erase(self, cfg: Any, block: int) -> int:
-        try:
-            self.bdev.erase(block * self.block_size // self.bdev.geometry.sector_size,
-                            self.block_size // self.bdev.geometry.sector_size)
-        except Exception as e:
-            self.error = e
-            raise
-        return 0
-
-    def sync(self, cfg: Any) -> int:
-        self.bdev.sync()
-        return 0
+    def prog_bytes(self, addr: int, data: bytes) -> None:
+        self.dev.write_ext(addr, data)  # type: ignore[attr-defined]
 
 
 class MpyLittleFs(LittleFsFileSystem):
     """VfsLfs2 over the extended block interface: read/prog sizes below the 512-byte block are allowed."""
 
-    def __init__(self, bdev: MpyBlockDevice, config: LittleFsConfig) -> None:
-        # not the base constructor: it insists on sector-sized granules, MicroPython's block device does not
-        self.device = bdev
-        self.mounted = False
-        self.config = config
-        ss = bdev.geometry.sector_size
-        if config.block_size % ss:
-            raise ConfigError(f"sd_littlefs.block_size = {config.block_size} B is not a multiple of {ss} B")
-        if config.block_size % config.cache_size or config.cache_size % config.read_size \
-                or config.cache_size % config.prog_size:
-            raise ConfigError("sd_littlefs.cache_size must be a multiple of read_size and prog_size and divide "
-                              "block_size")
-        blocks = config.block_count or bdev.geometry.size_bytes // config.block_size
-        if config.block_count_limit:
-            blocks = min(blocks, config.block_count_limit)
-        self.block_count = blocks
-        self._ctx = _ExtContext(bdev, config.block_size)  # type: ignore[assignment]
-        self._cfg = _lfs.LFSConfig(
-            context=self._ctx, block_size=config.block_size, block_count=blocks, read_size=config.read_size,
-            prog_size=config.prog_size, block_cycles=config.block_cycles, cache_size=config.cache_size,
-            lookahead_size=config.lookahead_size, name_max=config.name_max, file_max=config.file_max,
-            attr_max=config.attr_max, metadata_max=config.metadata_max, inline_max=config.inline_max,
-            disk_version=config.disk_version)
-        self._fs = _lfs.LFSFilesystem()
-        self._open_files = set()
+    context_class = _ExtContext
+    sector_fields = ("block_size",)
 
 
 # ---- the protocol ------------------------------------------------------------------------------
