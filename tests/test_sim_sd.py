@@ -128,6 +128,28 @@ def test_p2spi_host_cost_scales_with_cpu_clock():
     assert times[250_000_000][1]["host"] == pytest.approx(times[350_000_000][1]["host"] * 1.4, rel=1e-4)
 
 
+def test_p2spi_checks_status_after_every_transfer():
+    clock = VirtualClock()
+    host = HostProfile(driver="p2spi", cpu_hz=350_000_000, dma_align_bytes=1)
+    dev = SdHostDriver(host, SdBus(BusConfig("spi", 25_000_000)), CardProfile(capacity_bytes=64 << 20), clock,
+                       log_commands=True)
+    dev.read(0, 1)
+    dev.write(0, bytes(512))
+    dev.read(0, 4)
+    assert [n for n, _ in _cmds(dev)] == ["CMD17", "CMD13", "CMD24", "CMD13", "CMD18", "CMD12", "CMD13"]
+
+
+def test_p2_file_tests_move_one_sector_per_command():
+    """The P2 driver's file handles go through a 512-byte buffer: CMD24/CMD17 per sector, never multi-block."""
+    sc = load("p2-spi25-350mhz-pny-16gb", ["sd.log_commands=true", "p2.runs=1",
+                                           "p2.metrics=['File Read', 'File Write']"])
+    rows = {r.label: r for r in run_scenario(sc).rows}
+    w, r = rows["File Write 32KB"].commands, rows["File Read 256KB"].commands
+    assert "CMD25" not in w and w["CMD24"] >= 64
+    assert "CMD18" not in r and r["CMD17"] >= 512
+    assert w["CMD13"] >= w["CMD24"] and r["CMD13"] >= r["CMD17"]
+
+
 def test_card_update_block_merges_copy_valid_pages():
     prof = CardProfile(page_bytes=16384, au_bytes=1 << 20, update_block_bytes=1 << 20, open_aus=1,
                        merge_base_ms=10.0, merge_copy_us_per_kib=1.0, write_busy_end_us=0.0, preconditioned=True)

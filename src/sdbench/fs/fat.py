@@ -76,9 +76,17 @@ class FatConfig:
     root_entries: int = opt(512, min=16, help="FAT16 root directory entries")
     trim_on_format: bool = opt(True, help="discard the whole volume before laying it out, as f_mkfs does when "
                                           "FatFs is built with FF_USE_TRIM (ESP-IDF: on)")
+    trim_freed_clusters: bool = opt(True, help="discard the clusters a delete or truncation frees, one command per "
+                                               "contiguous run, as FatFs' remove_chain does with FF_USE_TRIM "
+                                               "(ESP-IDF: on)")
     align_sectors: int = opt(1, unit="sectors", min=1,
                              help="align the data area to this many sectors (FatFs uses the device's erase "
                                   "block size; ESP-IDF's SD driver reports none, so 1)")
+    max_transfer_sectors: int = opt(0, unit="sectors", min=0,
+                                    help="largest transfer the file layer hands the driver; 0 = no limit (FatFs "
+                                         "moves whole runs of sectors in one multi-block command); 1 = one sector "
+                                         "per command through a sector buffer, as file layers without "
+                                         "multi-sector I/O do (e.g. the P2 FAT32 driver's file handles)")
 
 
 class SectorSizeBridge(BlockDeviceWrapper):
@@ -141,6 +149,12 @@ class _FatDisk(_FfDisk):
         self.xfer: tuple[str, int, int, int, bytes] | None = None
         self.pos = 0          # bytes of the user buffer consumed by direct transfers so far
         self.data_start = 0   # first LBA of the data area (set at mount)
+        self.max_bytes = fs.config.max_transfer_sectors * FF_SECTOR or None
+        # FF_USE_TRIM emulation (fatfs-ng's FatFs is built without it): FAT sectors as last read or written, to
+        # see which entries a write frees; set at mount when enabled
+        self.fat1: tuple[int, int, int] | None = None   # first LBA, end LBA, bytes per entry
+        self._fat_seen: dict[int, bytes] = {}
+        self.freed: set[int] = set()
 
     def ioctl_get_sector_count(self) -> int:
         return self.dev.geometry.sector_count
@@ -172,12 +186,23 @@ class _FatDisk(_FfDisk):
                 addr = x[3] + self.pos
                 self.pos += count
         try:
-            return self.dev.read(sector, count // FF_SECTOR, buf_addr=addr)
+            if self.max_bytes is None or count <= self.max_bytes:
+                data = self.dev.read(sector, count // FF_SECTOR, buf_addr=addr)
+            else:
+                step = self.max_bytes // FF_SECTOR
+                data = b"".join(self.dev.read(sector + i, min(step, count // FF_SECTOR - i),
+                                              buf_addr=addr + i * FF_SECTOR if addr else 0)
+                                for i in range(0, count // FF_SECTOR, step))
+            if self.fat1 is not None and count == FF_SECTOR and self.fat1[0] <= sector < self.fat1[1]:
+                self._fat_seen[sector] = data
+            return data
         except Exception as e:  # FatFs only sees a disk error; keep the cause for the user
             self._note(e)
             raise
 
     def write(self, sector: int, count: int, buff: bytes) -> None:
+        if self.fat1 is not None and count == FF_SECTOR and self.fat1[0] <= sector < self.fat1[1]:
+            self._note_fat_write(sector, buff)
         addr = 0
         x = self.xfer
         if x is not None and x[0] == "write" and sector >= self.data_start:
@@ -186,10 +211,42 @@ class _FatDisk(_FfDisk):
                 addr = x[3] + p
                 self.pos += count
         try:
-            self.dev.write(sector, buff, buf_addr=addr)
+            if self.max_bytes is None or count <= self.max_bytes:
+                self.dev.write(sector, buff, buf_addr=addr)
+                return
+            for off in range(0, count, self.max_bytes):
+                self.dev.write(sector + off // FF_SECTOR, buff[off:off + self.max_bytes],
+                               buf_addr=addr + off if addr else 0)
         except Exception as e:
             self._note(e)
             raise
+
+    def _note_fat_write(self, sector: int, new: bytes) -> None:
+        """Entries of the first FAT that go from in use to free: clusters a delete or truncation released."""
+        old = self._fat_seen.get(sector)
+        self._fat_seen[sector] = bytes(new)
+        if old is None:
+            return
+        lo, _, width = self.fat1  # type: ignore[misc]
+        mask = 0x0FFFFFFF if width == 4 else 0xFFFF
+        first = (sector - lo) * (FF_SECTOR // width)
+        for i in range(0, FF_SECTOR, width):
+            if old[i:i + width] != new[i:i + width]:
+                was = int.from_bytes(old[i:i + width], "little") & mask
+                now = int.from_bytes(new[i:i + width], "little") & mask
+                if was and not now and first + i // width >= 2:
+                    self.freed.add(first + i // width)
+
+    def take_freed_runs(self) -> list[tuple[int, int]]:
+        """The freed clusters as (first cluster, count) runs, and forget them."""
+        runs: list[tuple[int, int]] = []
+        for c in sorted(self.freed):
+            if runs and runs[-1][0] + runs[-1][1] == c:
+                runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+            else:
+                runs.append((c, 1))
+        self.freed.clear()
+        return runs
 
     def _note(self, e: Exception) -> None:
         fs = self._fs()
@@ -335,6 +392,11 @@ class FatFileSystem(FileSystem):
         global _active, _mounted_partition
         self.layout = fatformat.read_layout(self.volume_device)
         self._disk.data_start = self.layout.data_start
+        lay = self.layout
+        if self.config.trim_freed_clusters and lay.fat_type in (16, 32):
+            self._disk.fat1 = (lay.fat_start, lay.fat_start + lay.fat_sectors, lay.fat_type // 8)
+        self._disk._fat_seen.clear()
+        self._disk.freed.clear()
         with _volume_lock:
             if _active is not None and _active() is not None and _active() is not self:
                 raise FileSystemError("another FAT volume is mounted in this process (FatFs in fatfs-ng has "
@@ -374,6 +436,8 @@ class FatFileSystem(FileSystem):
     def _open(self, path: str, mode: str) -> File:
         h = _ff.FIL_Handle()
         self._check(_ff.pyf_open(h, self._p(path), _MODE_FLAGS[mode]), f"open {path}")
+        if mode == "w":  # creating over an existing file frees its clusters
+            self._trim_freed()
         size = 0 if mode == "w" else self._stat(path).size
         f = FatFile(self, path, mode, h, size)
         self._open_files.add(f)
@@ -388,6 +452,16 @@ class FatFileSystem(FileSystem):
 
     def _remove(self, path: str) -> None:
         self._check(_ff.pyf_unlink(self._p(path)), f"remove {path}")
+        self._trim_freed()
+
+    def _trim_freed(self) -> None:
+        """Discard what the last call freed, as FatFs' remove_chain does with FF_USE_TRIM (FAT12: not tracked)."""
+        lay = self.layout
+        if lay is None or self._disk.fat1 is None:
+            return
+        spc = lay.sectors_per_cluster
+        for first, n in self._disk.take_freed_runs():
+            self.volume_device.trim(lay.data_start + (first - 2) * spc, n * spc)
 
     def _listdir(self, path: str) -> list[str]:
         d, info = _ff.DIR_Handle(), _ff.FILINFO_Handle()

@@ -513,7 +513,7 @@ class _Engine:
 
     def run_loop(self, loop: int, progress: ProgressFn | None, label: str) -> LoopResult:
         job, port = self.job, self.port
-        bs, nblocks = job.bs_bytes, self.nblocks
+        nblocks = self.nblocks
         order = self._order(loop)
         kinds = self._kinds(loop)
         total = sys.maxsize if job.time_based else nblocks

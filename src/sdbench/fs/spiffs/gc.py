@@ -17,7 +17,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import TYPE_CHECKING
 
-from .cache import C_READ, T_LU, T_LU2
+from .cache import C_READ, T_LU2
 from .errors import SpiffsError
 from .layout import PH_FLAG_DELET
 

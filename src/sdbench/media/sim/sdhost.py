@@ -14,7 +14,7 @@ It holds the card's data in a sparse store and prices every step:
   with a software CRC16; reads are copied out of the driver's buffer; CMD12 to
   stop a multi-block read; busy polled on MISO; CMD13 after writes.
 * ``p2spi`` (Propeller 2 smart-pin SPI): SPI mode with per-command, per-block
-  and per-byte software costs in host cycles.
+  and per-byte software costs in host cycles; CMD13 after every transfer.
 * ``generic``: one command per request, no alignment rules, configurable costs.
 
 Every command is counted on the clock and, when ``log_commands`` is set,
@@ -279,6 +279,9 @@ class SdHostDriver(BlockDevice):
         if multi:
             t1 = self._command("CMD12", 0, "R1b")
             self._event(t1, "CMD12", 0)
+        if self.driver == "p2spi":  # the P2 driver checks the card's status after every transfer
+            t1 = self._command("CMD13", 0, "R2")
+            self._event(t1, "CMD13", 0)
 
     def _spi_write(self, lba: int, count: int) -> None:
         multi = count > 1
@@ -293,7 +296,7 @@ class SdHostDriver(BlockDevice):
             self._spend(self.bus.stop_tran_ns(), "bus")
         self._spi_wait(self.card.write_done_busy_ns(lba, count, SECTOR, multi))
         self._event(t0, name, lba, count * SECTOR)
-        if self.driver == "sdspi":  # ESP-IDF checks the result of programming with SEND_STATUS
+        if self.driver in ("sdspi", "p2spi"):  # both check the result of programming with SEND_STATUS
             t1 = self._command("CMD13", 0, "R2")
             self._event(t1, "CMD13", 0)
 
