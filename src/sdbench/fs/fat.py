@@ -340,6 +340,7 @@ class FatFile(File):
     def _close(self) -> None:
         self.fs._check(_ff.pyf_close(self._h), f"close {self.path}")
         self.fs._open_files.discard(self)
+        self.fs._trim_freed()  # frees whose FAT sector FatFs wrote back only now
 
 
 class FatFileSystem(FileSystem):
