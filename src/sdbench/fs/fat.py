@@ -149,7 +149,7 @@ class _FatDisk(_FfDisk):
         self.xfer: tuple[str, int, int, int, bytes] | None = None
         self.pos = 0          # bytes of the user buffer consumed by direct transfers so far
         self.data_start = 0   # first LBA of the data area (set at mount)
-        self.max_bytes = fs.config.max_transfer_sectors * FF_SECTOR or None
+        self.max_bytes = fs.config.max_transfer_sectors * FF_SECTOR  # 0 = no limit
         # FF_USE_TRIM emulation (fatfs-ng's FatFs is built without it): FAT sectors as last read or written, to
         # see which entries a write frees; set at mount when enabled
         self.fat1: tuple[int, int, int] | None = None   # first LBA, end LBA, bytes per entry
@@ -186,14 +186,11 @@ class _FatDisk(_FfDisk):
                 addr = x[3] + self.pos
                 self.pos += count
         try:
-            if self.max_bytes is None or count <= self.max_bytes:
-                data = self.dev.read(sector, count // FF_SECTOR, buf_addr=addr)
-            else:
-                step = self.max_bytes // FF_SECTOR
-                data = b"".join(self.dev.read(sector + i, min(step, count // FF_SECTOR - i),
-                                              buf_addr=addr + i * FF_SECTOR if addr else 0)
-                                for i in range(0, count // FF_SECTOR, step))
-            if self.fat1 is not None and count == FF_SECTOR and self.fat1[0] <= sector < self.fat1[1]:
+            step = self.max_bytes or count
+            data = b"".join(self.dev.read(sector + off // FF_SECTOR, min(step, count - off) // FF_SECTOR,
+                                          buf_addr=addr + off if addr else 0)
+                            for off in range(0, count, step))
+            if self._in_fat1(sector, count):
                 self._fat_seen[sector] = data
             return data
         except Exception as e:  # FatFs only sees a disk error; keep the cause for the user
@@ -201,7 +198,7 @@ class _FatDisk(_FfDisk):
             raise
 
     def write(self, sector: int, count: int, buff: bytes) -> None:
-        if self.fat1 is not None and count == FF_SECTOR and self.fat1[0] <= sector < self.fat1[1]:
+        if self._in_fat1(sector, count):
             self._note_fat_write(sector, buff)
         addr = 0
         x = self.xfer
@@ -211,15 +208,16 @@ class _FatDisk(_FfDisk):
                 addr = x[3] + p
                 self.pos += count
         try:
-            if self.max_bytes is None or count <= self.max_bytes:
-                self.dev.write(sector, buff, buf_addr=addr)
-                return
-            for off in range(0, count, self.max_bytes):
-                self.dev.write(sector + off // FF_SECTOR, buff[off:off + self.max_bytes],
-                               buf_addr=addr + off if addr else 0)
+            step = self.max_bytes or count
+            for off in range(0, count, step):
+                self.dev.write(sector + off // FF_SECTOR, buff[off:off + step], buf_addr=addr + off if addr else 0)
         except Exception as e:
             self._note(e)
             raise
+
+    def _in_fat1(self, sector: int, count: int) -> bool:
+        """A one-sector transfer of the first FAT while freed clusters are tracked (FatFs moves FAT sectors singly)."""
+        return self.fat1 is not None and count == FF_SECTOR and self.fat1[0] <= sector < self.fat1[1]
 
     def _note_fat_write(self, sector: int, new: bytes) -> None:
         """Entries of the first FAT that go from in use to free: clusters a delete or truncation released."""

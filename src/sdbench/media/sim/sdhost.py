@@ -226,9 +226,13 @@ class SdHostDriver(BlockDevice):
             self._wait_busy_ticks(busy)
         self._event(t0, "CMD38", 0)
         if self.bus.is_spi:
-            t0 = self._command("CMD13", 0, "R2")
-            self._event(t0, "CMD13", 0)
+            self._send_status()
         self.card.discard(lba, count, SECTOR)
+
+    def _send_status(self) -> None:
+        """One CMD13 (SEND_STATUS, R2), as the SPI drivers issue after a transfer or an erase."""
+        t0 = self._command("CMD13", 0, "R2")
+        self._event(t0, "CMD13", 0)
 
     # ---- native SD mode ---------------------------------------------------------------
     def _sdmmc_read(self, lba: int, count: int, *, poll: bool = True) -> None:
@@ -280,8 +284,7 @@ class SdHostDriver(BlockDevice):
             t1 = self._command("CMD12", 0, "R1b")
             self._event(t1, "CMD12", 0)
         if self.driver == "p2spi":  # the P2 driver checks the card's status after every transfer
-            t1 = self._command("CMD13", 0, "R2")
-            self._event(t1, "CMD13", 0)
+            self._send_status()
 
     def _spi_write(self, lba: int, count: int) -> None:
         multi = count > 1
@@ -297,8 +300,7 @@ class SdHostDriver(BlockDevice):
         self._spi_wait(self.card.write_done_busy_ns(lba, count, SECTOR, multi))
         self._event(t0, name, lba, count * SECTOR)
         if self.driver in ("sdspi", "p2spi"):  # both check the result of programming with SEND_STATUS
-            t1 = self._command("CMD13", 0, "R2")
-            self._event(t1, "CMD13", 0)
+            self._send_status()
 
     # ---- card initialisation (mount) ----------------------------------------------------
     def initialise(self) -> None:
