@@ -106,8 +106,11 @@ parts = ["sd_fatfs"]
 media = "image"
 path = "{img}"
 ''')
+    # an existing image is written only with --allow-write on the command line
+    code, out, err = run(capsys, "run", str(sc), "-q", "--no-save")
+    assert code == 2 and "without --allow-write" in err and img.read_bytes() == b"\x5a" * (4 << 20)
     # formatting is part of the protocol, so a garbage image is simply reformatted: not an error
-    code, out, err = run(capsys, "run", str(sc), "-q")
+    code, out, err = run(capsys, "run", str(sc), "-q", "--allow-write")
     assert code == 0, err
     bad = tmp_path / "bad.toml"
     bad.write_text('[sd]\nmedia = "image"\npath = "missing.img"\n')

@@ -69,17 +69,35 @@ def test_write_needs_allow_write_and_nothing_is_written(tmp_path, capsys):
     assert digest(img) == before and not out.exists()
 
 
+class _Terminal(io.StringIO):
+    """Typed answers on a standard input that looks like a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def test_write_needs_confirmation(tmp_path, capsys, monkeypatch):
     img = image(tmp_path)
     before = digest(img)
-    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    monkeypatch.setattr("sys.stdin", _Terminal("n\n"))
     rc = main(["fio", "--device", str(img), "--rw", "write", "--size", "1M", "--allow-write"])
-    err = capsys.readouterr().err
-    assert rc == 130 and f"Write test data to image file {img}" in err and "aborted" in err
+    out, err = capsys.readouterr()
+    # a declined prompt: exit 2, the question and one error line on stderr, nothing on stdout
+    assert rc == 2 and f"Write test data to image file {img}" in err and "error: not confirmed" in err
+    assert out == ""
     assert digest(img) == before
-    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+    monkeypatch.setattr("sys.stdin", _Terminal("y\n"))
     rc = main(["fio", "--device", str(img), "--rw", "write", "--size", "1M", "--allow-write", "-q"])
     assert rc == 0 and digest(img) != before
+
+
+def test_no_terminal_means_no_confirmation(tmp_path, capsys, monkeypatch):
+    img = image(tmp_path)
+    before = digest(img)
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))  # piped input cannot confirm
+    rc = main(["fio", "--device", str(img), "--rw", "write", "--size", "1M", "--allow-write"])
+    assert rc == 2 and "pass --yes" in capsys.readouterr().err
+    assert digest(img) == before
 
 
 @pytest.mark.parametrize("args, msg", [

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -23,56 +20,6 @@ from sdbench.testing import BlockDeviceSuite
 pytestmark = pytest.mark.root
 
 MIB = 1 << 20
-
-
-def _run(*cmd: str) -> subprocess.CompletedProcess:
-    return subprocess.run(list(cmd), capture_output=True, text=True)
-
-
-def _attach(img: Path) -> str:
-    if os.geteuid() != 0:
-        pytest.skip("loop devices need root")
-    if not shutil.which("losetup"):
-        pytest.skip("losetup is not installed")
-    r = _run("losetup", "--find", "--show", str(img))
-    if r.returncode != 0 or not r.stdout.strip():
-        pytest.skip(f"losetup does not work here: {r.stderr.strip()}")
-    return r.stdout.strip()
-
-
-@pytest.fixture
-def loopdev(tmp_path):
-    img = tmp_path / "loop.img"
-    with open(img, "wb") as f:
-        f.truncate(32 * MIB)
-    dev = _attach(img)
-    yield dev, img
-    _run("umount", dev)
-    _run("losetup", "-d", dev)
-
-
-def _mkfs_and_mount(dev: str, fstype: str, mnt: Path) -> None:
-    mkfs = {"ext4": ["mkfs.ext4", "-q", "-F"], "vfat": ["mkfs.vfat"], "exfat": ["mkfs.exfat"]}[fstype]
-    if not shutil.which(mkfs[0]):
-        pytest.skip(f"{mkfs[0]} is not installed")
-    if not shutil.which("mount"):
-        pytest.skip("mount is not installed")
-    r = _run(*mkfs, dev)
-    if r.returncode:
-        pytest.skip(f"{mkfs[0]} failed: {r.stderr.strip()}")
-    mnt.mkdir()
-    r = _run("mount", "-t", fstype, dev, str(mnt))
-    if r.returncode:
-        pytest.skip(f"cannot mount {fstype}: {r.stderr.strip()}")
-
-
-@pytest.fixture
-def mounted(loopdev, tmp_path, request):
-    dev, img = loopdev
-    mnt = tmp_path / "mnt"
-    _mkfs_and_mount(dev, request.param, mnt)
-    yield dev, img, mnt
-    _run("umount", str(mnt))
 
 
 class TestLinuxBlockDeviceOnLoop(BlockDeviceSuite):

@@ -49,8 +49,8 @@ def test_rows_without_samples_have_no_verdict():
 def test_compare_runs_ratio_missing_labels_and_warnings():
     base = RunRecord("a", {}, "wall", (row(noisy(2.0), "w"), row(noisy(1.0), "only-a")))
     other = RunRecord("b", {}, "virtual", (row([1.0] * 3, "w", 8192), row([3.0] * 3, "only-b")),
-                      source="simulated")
-    cmp = compare_runs([("#1", base), ("#2", other)], incomplete=["#2"])
+                      source="simulated", status="incomplete")
+    cmp = compare_runs([("#1", base), ("#2", other)])
     assert [ln.label for ln in cmp.lines] == ["w", "only-a", "only-b"]
     w = cmp.lines[0].cells[1]
     assert w.speed_x == pytest.approx(base.rows[0].time_ms / 1.0)

@@ -128,7 +128,9 @@ def test_list_filters_limit_and_resolve(store):
     assert [r.id for r in store.list_runs(limit=2)] == [b, c]
     assert [r.id for r in store.list_runs(since="1h")] == [a, b, c]
     assert store.list_runs(since=dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)) == []
-    assert store.resolve("latest") == c and store.resolve(f"#{b}") == b and store.resolve(a) == a
+    # 'latest' is the latest complete run: c is still incomplete
+    assert store.resolve("latest") == b and store.resolve(f"#{b}") == b and store.resolve(a) == a
+    assert store.resolve(c) == c
     for bad, msg in (("x", "expected a run id"), ("77", "no run 77")):
         with pytest.raises(SdbenchError, match=msg):
             store.resolve(bad)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from sdbench import RESULTS_FORMAT_VERSION
 from sdbench.cli import main
 from sdbench.records import Results, RunRecord, make_row
 from sdbench.store import ENV_VAR, open_store
@@ -35,7 +36,8 @@ def _measured(scenario: str, scale: float, seed: int, n: int = 20, noise: float 
     rng = random.Random(seed)
     rows = []
     for label, nbytes, ms in (("write 64k", 65536, 6.0), ("read 64k", 65536, 4.0), ("mount", 0, 12.0)):
-        samples = [round(ms * scale * (1 + rng.gauss(0, noise)) * 1e6) for _ in range(n)]
+        # abs: a time is never negative (a document or record with one is refused)
+        samples = [abs(round(ms * scale * (1 + rng.gauss(0, noise)) * 1e6)) for _ in range(n)]
         rows.append(make_row(label, "write" if "write" in label else "read", nbytes, samples))
     return RunRecord(scenario=scenario, stack={"sd": {"bus": "sdmmc", "clock_hz": 40_000_000}}, clock="wall",
                      rows=tuple(rows), protocol="espidf", metadata={"host": "bench-pc"})
@@ -68,7 +70,7 @@ def test_import_prints_run_id_last_and_runs_lists_it(capsys, db):
     ("truncated.log", None, None, "truncated"),
     ("fio.json", (DATA / "fio_sdcard.json").read_text(), "espidf", "not an ESP-IDF perf_benchmark log"),
     ("log.txt", (DATA / "espidf_esp32_sdmmc.log").read_text(), "fio", "no JSON document"),
-    ("bad.json", '{"format_version": 1, "runs": [{"scenario": "x"}]}', None, "missing or bad field"),
+    ("bad.json", '{"format_version": 1, "runs": [{"scenario": "x"}]}', None, r"bad\.json: runs\[0\]\.clock: missing"),
 ])
 def test_bad_imports_fail_in_one_line_and_store_nothing(capsys, db, tmp_path, name, content, fmt, msg):
     path = tmp_path / name
@@ -98,7 +100,8 @@ def test_export_json_then_import_gives_identical_runs(capsys, db, tmp_path):
         code, out, err = run(capsys, "export", rid, "--format", "json", "--output", out_file)
         assert code == 0, err
         doc = json.loads(out_file.read_text())
-        assert doc["format_version"] == 1 and len(doc["runs"]) == 1
+        assert doc["format_version"] == RESULTS_FORMAT_VERSION == 2 and len(doc["runs"]) == 1
+        assert (doc["runs"][0]["status"], doc["runs"][0]["status_reason"]) == ("complete", "")
         code, out, err = run(capsys, "import", out_file)
         assert code == 0, err
         new = int(out.splitlines()[-1])

@@ -3,4 +3,4 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 #: version of the JSON results format (docs/results-format.md)
-RESULTS_FORMAT_VERSION = 1
+RESULTS_FORMAT_VERSION = 2

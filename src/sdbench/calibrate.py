@@ -36,6 +36,7 @@ from .media.sim.card import CardProfile
 from .media.sim.esp_flash import EspFlashHostProfile
 from .media.sim.host import HostProfile
 from .media.sim.nor import FlashChipProfile
+from .output_files import write_atomically
 from .protocols import run_scenario
 from .records import Row
 from .scenarios import load as load_scenario
@@ -542,9 +543,7 @@ def write_profile(kind: str, name: str, updates: dict[str, float], out_dir: Path
     path.parent.mkdir(parents=True, exist_ok=True)
     text = "\n".join(lines) + "\n"
     tomllib.loads(text)  # never write a profile that does not load
-    tmp = path.with_suffix(".toml.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    write_atomically(path, text)
     return path
 
 

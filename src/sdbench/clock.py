@@ -14,6 +14,8 @@ from typing import Protocol, runtime_checkable
 
 # Categories the models charge time to.  Reports sum them per row.
 TIME_CATEGORIES = ("host", "bus", "card", "rtos", "flash", "usb", "other")
+#: largest single step of a virtual clock (about 3000 years): anything beyond is a model's arithmetic gone wrong
+MAX_STEP_NS = 1e20
 
 
 @runtime_checkable
@@ -59,8 +61,10 @@ class VirtualClock:
 
     def advance_ns(self, ns: float | int, category: str = "other") -> None:
         """Move time forward by ``ns`` nanoseconds, charged to ``category``."""
-        if ns < 0:
-            raise ValueError(f"cannot advance a clock by a negative time ({ns} ns)")
+        if not 0 <= ns < MAX_STEP_NS:  # also false for NaN
+            # a model bug (inputs are bounded before any model runs), never a user's error
+            raise ValueError(f"cannot advance a clock by {ns!r} ns (negative, not finite or beyond "
+                             f"{MAX_STEP_NS:g} ns)")
         step = int(ns + 0.5)
         if step == 0:
             return

@@ -130,11 +130,10 @@ def _row(run: RunRecord, label: str) -> Row | None:
         return None
 
 
-def compare_runs(runs: Sequence[tuple[str, RunRecord]], *, alpha: float = ALPHA,
-                 incomplete: Sequence[str] = ()) -> Comparison:
+def compare_runs(runs: Sequence[tuple[str, RunRecord]], *, alpha: float = ALPHA) -> Comparison:
     """Compare runs (``(name, record)`` pairs, baseline first) row label by row label.
 
-    ``incomplete`` names runs the store has marked incomplete (they get a warning).
+    A run that is not complete (its record's status) gets a warning.
     """
     names = tuple(n for n, _ in runs)
     recs = [r for _, r in runs]
@@ -150,14 +149,17 @@ def compare_runs(runs: Sequence[tuple[str, RunRecord]], *, alpha: float = ALPHA,
             ratio = base.time_ms / row.time_ms if row.time_ms > 0 and base.time_ms > 0 else None
             cells.append(Cell(row, ratio, significance(base, row, alpha)))
         lines.append(Line(label, tuple(cells)))
-    return Comparison(names, tuple(lines), tuple(comparison_warnings(runs, incomplete=incomplete)))
+    return Comparison(names, tuple(lines), tuple(comparison_warnings(runs)))
 
 
-def comparison_warnings(runs: Sequence[tuple[str, RunRecord]], *, incomplete: Sequence[str] = (),
-                        max_listed: int = 5) -> list[str]:
+def comparison_warnings(runs: Sequence[tuple[str, RunRecord]], *, max_listed: int = 5) -> list[str]:
     out = []
-    for name in incomplete:
-        out.append(f"{name} is incomplete (interrupted): rows it did not reach are missing")
+    for name, rec in runs:
+        if rec.status == "failed":
+            out.append(f"{name} failed ({rec.status_reason or 'no reason recorded'}): rows it did not reach are "
+                       "missing")
+        elif rec.status != "complete":
+            out.append(f"{name} is {rec.status} (interrupted): rows it did not reach are missing")
     clocks = {r.clock for _, r in runs}
     if len(clocks) > 1:
         sim = ", ".join(n for n, r in runs if r.clock == "virtual")

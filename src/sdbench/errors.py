@@ -5,8 +5,11 @@ from __future__ import annotations
 class SdbenchError(Exception):
     """Any error caused by input or the environment, not by a bug in sdbench.
 
-    The CLI prints ``error: <message>`` on stderr and exits with code 2.
+    The CLI prints ``error: <message>`` on stderr and exits with :attr:`exit_code`.
     """
+
+    #: 2: refused before any work started (bad input, unsafe target, not confirmed)
+    exit_code = 2
 
 
 class ConfigError(SdbenchError):
@@ -15,3 +18,9 @@ class ConfigError(SdbenchError):
 
 class FileSystemError(SdbenchError):
     """A file system operation failed (corrupt image, missing file, full, ...)."""
+
+
+class RunFailedError(SdbenchError):
+    """A run that had started failed part-way (I/O error, full medium...); it is stored as failed."""
+
+    exit_code = 1

@@ -10,14 +10,22 @@ reference tables in docs/scenarios.md are all derived from these declarations::
 from __future__ import annotations
 
 import dataclasses
+import math
+import stat
+import tomllib
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from os import PathLike
+from pathlib import Path
 from typing import Any, TypeVar
 
 from .errors import ConfigError
 
 T = TypeVar("T")
+
+#: integers beyond int64 describe no physical quantity here, and SQLite, numpy and the C libraries cannot hold them
+INT_LIMIT = 1 << 63
 
 
 def opt(default: Any = MISSING, *, unit: str = "", help: str = "", min: float | None = None,
@@ -97,61 +105,91 @@ def _coerce(value: Any, t: Any, where: str) -> Any:
             return value.lower() in ("true", "yes", "1")
         raise ConfigError(f"{where}: expected true or false, got {value!r}")
     if t is int:
-        if isinstance(value, bool):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
+        n: int | None = None
+        if isinstance(value, int) and not isinstance(value, bool):
+            n = value
+        elif isinstance(value, float) and value.is_integer():
+            n = int(value)
+        elif isinstance(value, str):
             try:
-                return int(value.replace("_", ""), 0)
+                n = int(value.replace("_", ""), 0)
             except ValueError:
                 pass
-        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        if n is None:
+            raise ConfigError(f"{where}: expected an integer, got {_shown(value)}")
+        if not -INT_LIMIT < n < INT_LIMIT:
+            raise ConfigError(f"{where}: {_shown(value)} is out of range (integers are limited to ±2^63)")
+        return n
     if t is float:
+        x: float | None = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
             try:
-                return float(value)
+                x = float(value)
+            except OverflowError:  # an integer beyond any float
+                x = math.inf
+        elif isinstance(value, str):
+            try:
+                x = float(value)
             except ValueError:
                 pass
-        raise ConfigError(f"{where}: expected a number, got {value!r}")
+        if x is None:
+            raise ConfigError(f"{where}: expected a number, got {_shown(value)}")
+        if not math.isfinite(x):
+            raise ConfigError(f"{where}: expected a finite number, got {_shown(value)}")
+        return x
     if t is str:
         if isinstance(value, str):
             return value
-        raise ConfigError(f"{where}: expected a string, got {value!r}")
+        raise ConfigError(f"{where}: expected a string, got {_shown(value)}")
     return value
+
+
+def _key(name: str) -> str:
+    """A table key as an error line shows it: as written when printable and short, else quoted and cut."""
+    return name if name.isprintable() and 0 < len(name) <= 60 else _shown(name)
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """A value as an error line shows it: repr, cut to ``limit`` characters (a typo can be megabytes long)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def from_mapping(cls: type[T], data: dict[str, Any], where: str = "") -> T:
     """Build ``cls`` from a TOML table, checking names, types and ranges."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or cls.__name__}: expected a table, got {_shown(data)}")
     hints = typing.get_type_hints(cls)
     by_name = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(data) - set(by_name))
     if unknown:
         prefix = f"{where}." if where else ""
-        raise ConfigError(f"unknown option {prefix}{unknown[0]} (known: {', '.join(sorted(by_name))})")
+        raise ConfigError(f"unknown option {prefix}{_key(unknown[0])} (known: {', '.join(sorted(by_name))})")
     kwargs = {}
     for name, value in data.items():
         f = by_name[name]
         w = f"{where}.{name}" if where else name
         v = _coerce(value, hints[name], w)
-        m = f.metadata
-        unit = f" {m['unit']}" if m.get("unit") else ""
-        if m.get("choices") is not None and v not in m["choices"]:
-            raise ConfigError(f"{w} = {v!r} is not one of {', '.join(map(str, m['choices']))}")
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            if m.get("min") is not None and v < m["min"]:
-                raise ConfigError(f"{w} = {v}{unit} is below the minimum {m['min']}{unit}")
-            if m.get("max") is not None and v > m["max"]:
-                raise ConfigError(f"{w} = {v}{unit} is above the maximum {m['max']}{unit}")
+        # a list option's bounds and choices hold for each of its items
+        items = list(enumerate(v)) if isinstance(v, (list, tuple)) else [(None, v)]
+        for i, item in items:
+            _check_bounds(item, f.metadata, w if i is None else f"{w}[{i}]")
         kwargs[name] = v
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{where or cls.__name__}: {e}") from None
+
+
+def _check_bounds(v: Any, m: Any, where: str) -> None:
+    unit = f" {m['unit']}" if m.get("unit") else ""
+    if m.get("choices") is not None and v not in m["choices"]:
+        raise ConfigError(f"{where} = {_shown(v)} is not one of {', '.join(map(str, m['choices']))}")
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if m.get("min") is not None and v < m["min"]:
+            raise ConfigError(f"{where} = {v}{unit} is below the minimum {m['min']}{unit}")
+        if m.get("max") is not None and v > m["max"]:
+            raise ConfigError(f"{where} = {v}{unit} is above the maximum {m['max']}{unit}")
 
 
 def to_mapping(obj: Any) -> Any:
@@ -174,17 +212,19 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         if "=" not in item:
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. bus.clock_hz=20000000")
         key, raw = item.split("=", 1)
+        parts = key.strip().split(".")
+        if not all(p.strip() for p in parts):
+            raise ConfigError(f"--set {_shown(item)}: expected KEY=VALUE with a dotted key, e.g. bus.clock_hz=20000000")
         try:
             value = tomllib.loads(f"v = {raw}")["v"]
-        except tomllib.TOMLDecodeError:
+        except (tomllib.TOMLDecodeError, RecursionError):
             value = raw
         node = out
-        parts = key.strip().split(".")
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
+        for i, p in enumerate(parts[:-1]):
+            node = node.setdefault(p.strip(), {})
             if not isinstance(node, dict):
-                raise ConfigError(f"--set {key}: {p} is not a table")
-        node[parts[-1]] = value
+                raise ConfigError(f"--set {key}: {'.'.join(parts[:i + 1])} is not a table")
+        node[parts[-1].strip()] = value
     return out
 
 
@@ -198,3 +238,51 @@ def _deepcopy(d: Any) -> Any:
 
 def replace(obj: T, **changes: Any) -> T:
     return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
+
+
+#: scenario files, profiles, sweep specs and job files are a few kilobytes; anything far larger is not one
+MAX_TOML_BYTES = 1 << 20
+
+
+def parse_toml(text: str, where: str) -> dict[str, Any]:
+    """TOML text as a table; any syntax problem is one ConfigError line naming ``where``."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{where}: invalid TOML: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: invalid TOML: nested too deeply") from None
+
+
+def read_toml_file(path: str | PathLike[str], what: str) -> dict[str, Any]:
+    """A user's TOML file as a table (``what``: "scenario file", "job file"...), see :func:`read_text_file`."""
+    return parse_toml(read_text_file(path, what), str(path))
+
+
+def read_text_file(path: str | PathLike[str], what: str) -> str:
+    """A user's input file as text: a regular UTF-8 file of at most :data:`MAX_TOML_BYTES`, checked
+    before it is opened (a FIFO would block, /dev/zero never end); ConfigError otherwise."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise ConfigError(f"{what} not found: {p}") from None
+    except OSError as e:
+        raise ConfigError(f"cannot read {what} {p}: {e.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ConfigError(f"{what} {p} is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"{what} {p} is not a regular file")
+    if st.st_size > MAX_TOML_BYTES:
+        raise ConfigError(f"{what} {p} is {st.st_size} B: too large (at most {MAX_TOML_BYTES} B)")
+    try:
+        with open(p, "rb") as f:
+            raw = f.read(MAX_TOML_BYTES + 1)  # however much it grew since stat
+    except OSError as e:
+        raise ConfigError(f"cannot read {what} {p}: {e.strerror}") from None
+    if len(raw) > MAX_TOML_BYTES:
+        raise ConfigError(f"{what} {p} is too large (at most {MAX_TOML_BYTES} B)")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"cannot read {what} {p}: not UTF-8 text") from None

@@ -2,13 +2,12 @@
 or a user's file given by path.  One loader serves hosts, cards and flash chips."""
 from __future__ import annotations
 
-import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
 from .errors import ConfigError
-from .options import from_mapping
+from .options import from_mapping, parse_toml, read_toml_file
 
 DATA = resources.files("sdbench") / "data"
 T = TypeVar("T")
@@ -21,26 +20,23 @@ def shipped(folder: str) -> list[str]:
 def load_table(folder: str, name: str, base_dir: Path | None = None, *, what: str = "profile") -> dict[str, Any]:
     """The TOML table of a shipped profile ``name``, or of a file when ``name`` ends in .toml
     (relative paths are relative to ``base_dir``, e.g. the scenario file's folder)."""
-    if str(name).endswith(".toml"):
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{what}: expected a shipped name or a .toml file, got {name!r:.60}")
+    if name.endswith(".toml"):
         p = Path(name)
         if not p.is_absolute() and base_dir is not None:
             p = base_dir / p
-        if not p.is_file():
-            raise ConfigError(f"{what} file not found: {p}")
-        text, where = p.read_text(), str(p)
-    else:
-        res = DATA / folder / f"{name}.toml"
-        if not res.is_file():
-            raise ConfigError(f"unknown {what} {name!r} (shipped: {', '.join(shipped(folder))})")
-        text, where = res.read_text(), f"{folder}/{name}.toml"
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{where}: invalid TOML: {e}") from None
+        return read_toml_file(p, f"{what} file")
+    res = DATA / folder / f"{name}.toml"
+    if "/" in name or "\\" in name or not res.is_file():
+        raise ConfigError(f"unknown {what} {name!r:.60} (shipped: {', '.join(shipped(folder))})")
+    return parse_toml(res.read_text(), f"{folder}/{name}.toml")
 
 
 def load(cls: type[T], folder: str, name: str, overrides: dict[str, Any] | None = None,
          base_dir: Path | None = None, *, what: str = "profile") -> T:
     table = load_table(folder, name, base_dir, what=what)
+    if overrides is not None and not isinstance(overrides, dict):
+        raise ConfigError(f"{what} {name}: overrides must be a table, got {overrides!r:.60}")
     table.update(overrides or {})
     return from_mapping(cls, table, f"{what} {name}")

@@ -10,6 +10,8 @@ from .records import Row, RunRecord
 from .runner import Context, WallProgress
 from .scenarios import Built, Scenario
 from .errors import ConfigError
+from .fs.fat import plan_volume, volume_capacity_bytes
+from .fs.littlefs import check_geometry
 from .workloads import espidf, fstests, p2, rawseq, usbmsc
 
 def _run_p2(sc: Scenario, b: Built, ctx: Context) -> Iterator[Row]:
@@ -34,6 +36,49 @@ def _sd(sc: Scenario, b: Built):
     return b.target.sd_device
 
 
+# ---- pre-flight: after the stack is built, before the first timed call ------------------------------------
+# Each check refuses (ConfigError naming the option, the value and the capacity) what the protocol could not
+# do on this stack: sizes beyond the device, filesystem configurations its device cannot hold.  Checks read
+# configurations and geometries only: no device I/O, so no simulated time passes.
+
+def fs_capacity(sc: Scenario, b: Built) -> Callable[[str], int | None]:
+    """part -> bytes of file data its filesystem holds at most, after checking its configuration against its
+    device (ConfigError naming the option); None for a part whose filesystem cannot be sized (a directory)."""
+    flash = next((d for d in b.devices if hasattr(d, "check_part")), None)
+
+    def capacity(part: str) -> int | None:
+        dev = b.target.sd_device
+        if part == "sd_fatfs" and dev is not None:
+            return volume_capacity_bytes(plan_volume(dev.geometry, sc.sd_fat, where="sd_fat"))
+        if part == "sd_littlefs" and dev is not None:
+            cfg = sc.sd_littlefs
+            blocks = check_geometry(cfg, dev.geometry, where="sd_littlefs")
+            return (blocks - 2) * cfg.block_size  # the superblock pair holds no file data
+        if flash is not None:
+            return flash.check_part(part)  # type: ignore[attr-defined]
+        return None
+
+    return capacity
+
+
+def _preflight_p2(sc: Scenario, b: Built) -> None:
+    dev = _sd(sc, b)
+    if not hasattr(dev, "initialise"):
+        raise ConfigError("the P2 protocol needs a simulated SD card (media = \"sim\")")
+    lay = plan_volume(dev.geometry, sc.sd_fat, where="sd_fat")
+    p2.preflight(dev, sc.p2, lay.cluster_bytes, lay.cluster_count - (1 if lay.fat_type == 32 else 0))
+
+
+#: protocol name -> pre-flight check(scenario, built stack)
+PREFLIGHT: dict[str, Callable[[Scenario, Built], None]] = {
+    "espidf": lambda sc, b: espidf.preflight(b.target, sc.espidf, fs_capacity(sc, b)),
+    "p2": _preflight_p2,
+    "raw": lambda sc, b: rawseq.preflight(_sd(sc, b), sc.raw_seq),
+    "fs_tests": fstests.preflight,
+    "usbmsc": usbmsc.preflight,
+}
+
+
 #: the field ``--runs`` sets, per protocol
 RUNS_OVERRIDE = {"espidf": "espidf.runs", "p2": "p2.runs", "raw": "raw.passes", "fs_tests": "fs_tests.repeats",
                  "usbmsc": "usbmsc.passes"}
@@ -54,6 +99,12 @@ def run_scenario(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
                  on_row: Callable[[Row], None] | None = None,
                  on_built: Callable[[Built], None] | None = None) -> RunRecord:
     built = sc.build()
+    try:
+        # refuse what cannot fit before the run begins (before on_built, so a refused run is never stored)
+        PREFLIGHT[sc.protocol](sc, built)
+    except BaseException:
+        built.close()
+        raise
     if on_built is not None:
         on_built(built)
     try:

@@ -37,7 +37,6 @@ import os
 import sys
 import threading
 import time
-import tomllib
 from collections.abc import Callable
 from importlib import resources
 from dataclasses import dataclass, field, replace
@@ -45,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, SdbenchError
+from .options import parse_toml, read_text_file
 from .records import Results, RunRecord
 
 DATA = resources.files("sdbench") / "data"
@@ -116,13 +116,8 @@ def load_spec(path: str | Path) -> SweepSpec:
     if not p.is_file():
         known = ", ".join(builtin_specs())
         raise ConfigError(f"sweep spec not found: {p} (built-in: {known})")
-    try:
-        text = p.read_text()
-        data = tomllib.loads(text)
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read sweep spec {p}: {e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"sweep spec {p}: invalid TOML: {e}") from None
+    text = read_text_file(p, "sweep spec")
+    data = parse_toml(text, f"sweep spec {p}")
     unknown = sorted(set(data) - _SPEC_KEYS)
     if unknown:
         raise ConfigError(f"sweep spec {p}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_SPEC_KEYS))})")
@@ -381,8 +376,8 @@ def fill_label(template: str, params: dict[str, Any]) -> str:
     return out
 
 
-def plot(res: SweepResult, path: str | Path, *, x: str, y: str, series: str | None = None) -> Path:
-    """A row's figure against parameter ``x``, one line per value of ``series``.
+def plot_png(res: SweepResult, *, x: str, y: str, series: str | None = None) -> bytes:
+    """A row's figure against parameter ``x``, one line per value of ``series``, as PNG bytes.
 
     ``y`` is a row label; ``{key}`` in it is replaced by each configuration's value of that parameter."""
     keys = res.spec.keys
@@ -391,9 +386,8 @@ def plot(res: SweepResult, path: str | Path, *, x: str, y: str, series: str | No
             raise SdbenchError(f"{what} {k!r} is not a grid key of sweep {res.spec.name} ({', '.join(keys)})")
     if series == x:
         raise SdbenchError("--x and --series must be different grid keys")
-    out = Path(path)
-    if out.suffix.lower() != ".png":
-        raise SdbenchError(f"--plot {out}: the figure is written as PNG (use a .png name)")
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -427,9 +421,10 @@ def plot(res: SweepResult, path: str | Path, *, x: str, y: str, series: str | No
     if series or len(groups) > 1:
         ax.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(out)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
     plt.close(fig)
-    return out
+    return buf.getvalue()
 
 
 def results_json(res: SweepResult) -> str:

@@ -49,7 +49,7 @@ class CacheConfig:
                                   help="2Q: size of the ghost FIFO A1out, relative to the cache")
     lookup_cycles: int = opt(200, unit="cycles", min=0,
                              help="host CPU cycles per block looked up, flushed or invalidated")
-    copy_cycles_per_byte: float = opt(0.25, unit="cycles/B", min=0.0,
+    copy_cycles_per_byte: float = opt(0.25, unit="cycles/B", min=0.0, max=1_000_000.0,
                                       help="host CPU cycles per byte copied between the caller and the cache")
     cpu_hz: int = opt(240_000_000, unit="Hz", min=1, help="host CPU clock that turns cycles into time")
 

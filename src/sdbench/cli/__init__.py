@@ -8,6 +8,7 @@ stderr and exit with code 2, without a traceback.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -64,10 +65,12 @@ def fail(message: str) -> "typer.Exit":
 def main(argv: list[str] | None = None) -> int:
     _load_commands()
     try:
-        app(args=argv, prog_name="sdbench", standalone_mode=False)
+        # without standalone mode click returns the code of a typer.Exit(n) instead of raising it
+        rc = app(args=argv, prog_name="sdbench", standalone_mode=False)
+        return rc if isinstance(rc, int) else 0
     except SdbenchError as e:
-        typer.echo(f"error: {e}", err=True)
-        return 2
+        typer.echo(f"error: {_one_line(str(e))}", err=True)
+        return e.exit_code
     except typer.Exit as e:
         return e.exit_code
     except typer.Abort:
@@ -78,15 +81,32 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as e:
         # click's usage/parameter errors (typer ships its own click): print them as click does
+        if type(e).__name__ == "NoArgsIsHelpError":  # a bare command: its help, as it is
+            typer.echo(e.format_message(), err=True)  # type: ignore[attr-defined]
+            return 2
         if hasattr(e, "format_message") and hasattr(e, "exit_code"):
             hint = ""
             ctx = getattr(e, "ctx", None)
             if ctx is not None:
                 hint = f" (see '{ctx.command_path} --help')"
-            typer.echo(f"error: {e.format_message()}{hint}", err=True)
+            typer.echo(f"error: {_one_line(e.format_message())}{hint}", err=True)
             return 2
-        raise
-    return 0
+        if os.environ.get("SDBENCH_DEBUG"):
+            raise
+        # a bug in sdbench, not the user's input: one line, and the way to see more
+        typer.echo(f"error: internal error ({type(e).__name__}: {_one_line(str(e))}); this is a bug in sdbench, "
+                   f"please report it with the command line (SDBENCH_DEBUG=1 shows the traceback)", err=True)
+        return INTERNAL_ERROR
+
+
+#: exit code of a bug in sdbench itself (2 is bad input, 1 a failed run or check)
+INTERNAL_ERROR = 3
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    """An error message as one line: newlines folded, cut at ``limit`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def entry() -> None:  # pragma: no cover

@@ -23,59 +23,29 @@ from typing import Any, Optional
 import typer
 
 from ..errors import ConfigError, SdbenchError
-from .output import check_writable_output, write_atomically
+from ..output_files import check_writable_output, write_atomically
 from ..identity import decode_registers, identify
 from ..media.dirtarget import DirTarget
 from ..media.linux import LinuxBlockDevice
+from ..media.realtarget import open_device, open_directory
+from .grant import write_grant
 from ..options import to_mapping
 from ..records import MIB, Results, RunRecord
 from ..workloads import fio as fiomod
 from ..workloads.stream import run_stream
 
-# ---- helpers that `sdbench run --device/--dir` shares ---------------------------------------------
-
 
 def open_target(device: Optional[str], directory: Optional[str], *, writes: bool, allow_write: bool = False,
                 yes: bool = False, offset_bytes: int = 0, size_bytes: int | None = None,
                 direct: Optional[bool] = None, drop_caches: bool = False) -> LinuxBlockDevice | DirTarget:
-    """Open ``--device`` or ``--dir`` safely.
-
-    ``direct``: True = O_DIRECT required (error if refused), False = buffered,
-    None = O_DIRECT where possible (a warning otherwise).  For a device that
-    will be written: needs ``allow_write``; safety checks run in
-    :class:`LinuxBlockDevice`; then the user confirms (unless ``yes``).
-    """
+    """``--device`` or ``--dir`` opened under the rules of :mod:`sdbench.media.realtarget`."""
     if (device is None) == (directory is None):
         raise SdbenchError("give exactly one target: --device PATH or --dir PATH")
     if directory is not None:
-        target: LinuxBlockDevice | DirTarget = DirTarget(directory, direct=direct is not False, drop_caches=drop_caches)
-        if direct is True and not target.direct_align_bytes:
-            raise SdbenchError(f"O_DIRECT is not supported in {directory} (the filesystem refuses it); "
-                               f"use --buffered to accept page-cache I/O with fsync and fadvise")
-        return target
+        return open_directory(directory, direct=direct, drop_caches=drop_caches)
     assert device is not None
-    if writes and not allow_write:
-        raise SdbenchError(f"refusing to write to {device} without --allow-write (data in the tested range is "
-                           f"destroyed)")
-    dev = LinuxBlockDevice(device, allow_write=writes, offset_bytes=offset_bytes, size_bytes=size_bytes,
-                           direct=direct is not False)
-    try:
-        if direct is True and not dev.direct:
-            raise SdbenchError(f"O_DIRECT is not supported on {device} (the filesystem refuses it); "
-                               f"use --buffered to accept page-cache I/O")
-        if writes and not yes:
-            try:
-                desc = identify(device).get("summary", "")
-            except SdbenchError:
-                desc = ""
-            start, end = dev.offset_bytes, dev.offset_bytes + dev.window_bytes
-            what = "image file" if not dev.is_block else "device"
-            typer.confirm(f"Write test data to {what} {device}{f' ({desc})' if desc else ''}, bytes {start}..{end}? "
-                          f"Everything stored there is destroyed", abort=True, err=True)
-    except BaseException:
-        dev.close()
-        raise
-    return dev
+    return open_device(device, writes=writes, grant=write_grant(allow_write, yes), offset_bytes=offset_bytes,
+                       size_bytes=size_bytes, direct=direct)
 
 
 def _parse_size_opt(v: Optional[str], what: str) -> Optional[int]:

@@ -11,12 +11,13 @@ import typer
 from dataclasses import replace as _replace
 
 from .. import scenarios as scen
-from ..errors import SdbenchError
+from ..errors import RunFailedError, SdbenchError
 from ..protocols import RUNS_OVERRIDE, run_scenario
 from ..records import Results, RunRecord
 from ..report_text import markdown_table
 from ..workloads.espidf import espidf_line
-from .output import check_writable_output, write_atomically
+from .grant import write_grant
+from ..output_files import check_writable_output, write_atomically
 
 
 class OutFormat(str, Enum):
@@ -68,9 +69,11 @@ def register(app: typer.Typer) -> None:
                                                                     "(wall clock) instead of the scenario's card."),
         directory: Optional[str] = typer.Option(None, "--dir", help="Run the file-level tests in a mounted "
                                                                    "directory through the OS (never formatted)."),
-        allow_write: bool = typer.Option(False, "--allow-write", help="Allow writing to --device (destroys data "
-                                                                      "in the range)."),
-        yes: bool = typer.Option(False, "--yes", help="Do not ask before writing to --device."),
+        allow_write: bool = typer.Option(False, "--allow-write", help="Allow writing real media: --device, or the "
+                                                                      "device or existing image a scenario names "
+                                                                      "(destroys data in the range). Only this "
+                                                                      "flag allows it, never a file or --set."),
+        yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before writing to a device."),
         offset: int = typer.Option(0, "--offset", min=0, help="--device: first byte of the range used."),
         size: int = typer.Option(0, "--size", min=0, help="--device: bytes of the range used (0 = to the end)."),
         buffered: bool = typer.Option(False, "--buffered", help="--device/--dir: no O_DIRECT."),
@@ -89,20 +92,19 @@ def register(app: typer.Typer) -> None:
         names = scenario or (["espidf-memory"] if real else [scen.DEFAULT_SCENARIO])
         if json_path is not None:
             check_writable_output(json_path)
-        overrides = list(set_)
+        grant = write_grant(allow_write, yes)
         loaded = []
         for n in names:
-            sc_over = list(overrides)
-            if runs is not None:
-                sc_over.append(f"{RUNS_OVERRIDE[_protocol_of(n)]}={runs}")
-            if seed is not None:
-                sc_over.append(f"seed={seed}")
-            sc = scen.load(n, sc_over)
+            sc = scen.load(n, list(set_))
+            if runs is not None or seed is not None:
+                more = [f"{RUNS_OVERRIDE[sc.protocol]}={runs}"] if runs is not None else []
+                more += [f"seed={seed}"] if seed is not None else []
+                sc = scen.load(n, [*set_, *more])
             if device:
                 if sc.protocol not in ("espidf", "raw"):
                     raise SdbenchError(f"--device runs the espidf or raw protocol, not {sc.protocol}")
-                sd = {"media": "device", "path": device, "allow_write": allow_write, "yes": yes,
-                      "offset_bytes": offset, "size_bytes": size, "direct": "off" if buffered else "auto"}
+                sd = {"media": "device", "path": device, "offset_bytes": offset, "size_bytes": size,
+                      "direct": "off" if buffered else "auto"}
                 parts = tuple(p for p in sc.espidf.parts if p.startswith("sd_")) or ("sd_raw",)
                 sc = _replace(sc, sd=sd, flash={}, espidf=_replace(sc.espidf, parts=parts))
                 sc.media_config("sd")
@@ -111,7 +113,8 @@ def register(app: typer.Typer) -> None:
                     raise SdbenchError(f"--dir runs the espidf protocol, not {sc.protocol}")
                 sc = _replace(sc, sd={}, flash={}, directory=directory, directory_drop_caches=drop_caches,
                               espidf=_replace(sc.espidf, parts=("dir",)))
-            loaded.append(sc)
+            # permission to write real media comes from these flags alone, never from the scenario's data
+            loaded.append(_replace(sc, write_grant=grant))
         records = []
         store = None
         if save:
@@ -121,16 +124,7 @@ def register(app: typer.Typer) -> None:
         for sc in loaded:
             if not quiet:
                 typer.echo(f"running {sc.name}: {sc.description}", err=True)
-            if store is not None:
-                # each finished row is committed at once: a run killed part-way keeps what it measured
-                rid = store.begin_run(scenario=sc.name, clock=sc.clock_kind(), protocol=sc.protocol, seed=sc.seed,
-                                      source="simulated" if sc.clock_kind() == "virtual" else "measured")
-                rec = run_scenario(sc, progress=not quiet and sys.stderr.isatty(),
-                                   on_row=lambda row, rid=rid: store.add_row(rid, row))
-                store.finish_run(rid, rec)
-                typer.echo(f"saved as run {rid}", err=True)
-            else:
-                rec = run_scenario(sc, progress=not quiet and sys.stderr.isatty())
+            rec = _run_one(sc, store, progress=not quiet and sys.stderr.isatty())
             records.append(rec)
             if not quiet:
                 for w in rec.warnings:
@@ -152,7 +146,43 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"| {name}{mark} | {desc} |")
 
 
-def _protocol_of(name: str) -> str:
-    data, _ = scen._load_raw(name)
-    proto = data.get("protocol", "espidf")
-    return proto if proto in RUNS_OVERRIDE else "espidf"
+def _run_one(sc: scen.Scenario, store, *, progress: bool) -> RunRecord:
+    """Run one scenario; with a store, its row is written once the stack is built and each finished row is
+    committed at once (a run killed part-way keeps what it measured). A run that fails after it began is
+    stored as failed with the reason, and the command exits 1."""
+    if store is None:
+        return run_scenario(sc, progress=progress)
+    rid: int | None = None
+
+    def begin(built) -> None:
+        nonlocal rid
+        rid = store.begin_run(scenario=sc.name, clock=built.clock.kind, protocol=sc.protocol, seed=sc.seed,
+                              source="simulated" if built.clock.kind == "virtual" else "measured")
+
+    try:
+        rec = run_scenario(sc, progress=progress, on_built=begin,
+                           on_row=lambda row: store.add_row(rid, row))
+    except KeyboardInterrupt:
+        _mark_failed(store, rid, "interrupted")
+        raise
+    except SdbenchError as e:
+        if rid is None:
+            raise  # refused before the run began: nothing was stored
+        _mark_failed(store, rid, str(e))
+        raise RunFailedError(f"run {rid} failed: {e}") from None
+    except Exception as e:
+        _mark_failed(store, rid, f"internal error: {type(e).__name__}: {e}")
+        raise
+    store.finish_run(rid, rec)
+    typer.echo(f"saved as run {rid}", err=True)
+    return rec
+
+
+def _mark_failed(store, rid: int | None, reason: str) -> None:
+    """Store a begun run as failed; the error that failed it is the one to report, not a second one."""
+    if rid is None:
+        return
+    try:
+        store.fail_run(rid, reason)
+    except SdbenchError:
+        pass  # the run stays incomplete, which is true too

@@ -13,7 +13,7 @@ from .. import scenarios as scen
 from ..calibrate import Measurement, fit, groups, load_measurements, row_level, row_value, write_results
 from ..errors import SdbenchError
 from ..protocols import run_scenario
-from .output import check_writable_output, write_atomically
+from ..output_files import check_writable_output, write_atomically
 
 def validate_rows(meas: list[Measurement], names: list[str] | None = None,
                   progress: bool = False) -> tuple[list[dict[str, Any]], list[str]]:

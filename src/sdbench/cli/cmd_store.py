@@ -1,4 +1,4 @@
-"""Commands on the results store: runs, show, export, compare, import, report."""
+"""Commands on the results store: runs, show, export, compare, import, report, and ``db check/repair/vacuum``."""
 from __future__ import annotations
 
 import sys
@@ -41,6 +41,7 @@ class SourceChoice(str, Enum):
 class StatusChoice(str, Enum):
     complete = "complete"
     incomplete = "incomplete"
+    failed = "failed"
 
 
 class MetricChoice(str, Enum):
@@ -74,11 +75,28 @@ def _load(store, refs: list[str]):
     return out
 
 
+def _not_complete(rid: int, info) -> str:
+    """Why a run's rows may be fewer than its protocol makes ('' for a complete run)."""
+    if info.status == "failed":
+        return f"run {rid} failed ({info.status_reason or 'no reason recorded'})"
+    if info.status != "complete":
+        return f"run {rid} is incomplete (interrupted)"
+    return ""
+
+
+def _runs(n: int) -> str:
+    return f"{n} run" if n == 1 else f"{n} runs"
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n / 1024:.1f} KiB"
+
+
 def _write_output(text: str, output: Optional[Path]) -> None:
     if output is None or str(output) == "-":
         typer.echo(text, nl=False)
         return
-    from .output import check_writable_output, write_atomically
+    from ..output_files import check_writable_output, write_atomically
 
     check_writable_output(output)
     write_atomically(output, text)
@@ -93,13 +111,15 @@ def register(app: typer.Typer) -> None:
                                                                               "imported runs."),
         since: Optional[str] = typer.Option(None, "--since", help="Only runs stored since a date (2024-05-01), "
                                                                   "date and time, or an age (90m, 12h, 3d, 2w)."),
-        status: Optional[StatusChoice] = typer.Option(None, "--status", help="Only complete or incomplete "
-                                                                              "(interrupted) runs."),
+        status: Optional[StatusChoice] = typer.Option(None, "--status", help="Only complete, incomplete "
+                                                                              "(interrupted) or failed runs."),
         limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, help="Only the newest N runs."),
         fmt: TableFormat = typer.Option(TableFormat.table, "--format", "-f", help="table (terminal) or md."),
         db: Optional[Path] = _db_option(),
     ) -> None:
-        """List stored runs, oldest first."""
+        """List stored runs, oldest first, with their status (and why a failed run failed)."""
+        from dataclasses import replace
+
         from ..store import default_db_path, open_store
 
         path = db.expanduser() if db else default_db_path()
@@ -114,7 +134,11 @@ def register(app: typer.Typer) -> None:
         if not runs:
             typer.echo(f"no matching runs in {path}")
             return
-        _print(runs_table(runs), fmt)
+        _print(runs_table([replace(r, status=r.status_text) for r in runs]), fmt)
+        for r in runs:
+            if r.problem:
+                typer.echo(f"warning: run {r.id} is damaged ({r.problem}); see `sdbench db check --db {path}`",
+                           err=True)
 
     @app.command("show")
     def show_cmd(
@@ -132,6 +156,8 @@ def register(app: typer.Typer) -> None:
         facts = Table(["field", "value"], title=f"Run {rid}")
         for k, v in run_summary(rid, info, rec):
             facts.add([k, v])
+            if k == "status" and info.status_reason:
+                facts.add(["status reason", info.status_reason])
         for k, v in flatten(rec.stack):
             facts.add([f"stack.{k}", v])
         _print(facts, fmt)
@@ -163,8 +189,8 @@ def register(app: typer.Typer) -> None:
         _write_output(text, output)
         for rid, info, rec in loaded:
             if info.status != "complete":
-                typer.echo(f"warning: run {rid} is incomplete (interrupted): exported the {len(rec.rows)} rows it "
-                           "stored", err=True)
+                typer.echo(f"warning: {_not_complete(rid, info)}: exported the {len(rec.rows)} rows it stored",
+                           err=True)
 
     @app.command("compare")
     def compare_cmd(
@@ -188,7 +214,6 @@ def register(app: typer.Typer) -> None:
             loaded = _load(store, runs)
         names = [f"#{rid}" for rid, _, _ in loaded]
         pairs = [(n, rec) for n, (_, _, rec) in zip(names, loaded)]
-        incomplete = [n for n, (_, info, _) in zip(names, loaded) if info.status != "complete"]
         bullet = "- " if fmt is TableFormat.md else ""
         for n, (_, info, rec) in zip(names, loaded):
             dev = f", {info.device_name}" if info.device_name else ""
@@ -196,9 +221,9 @@ def register(app: typer.Typer) -> None:
         typer.echo("")
         if table:
             view = card_table_view(names, card_table([rec for _, rec in pairs], metric.value))
-            warnings = comparison_warnings(pairs, incomplete=incomplete)
+            warnings = comparison_warnings(pairs)
         else:
-            cmp = compare_runs(pairs, alpha=alpha, incomplete=incomplete)
+            cmp = compare_runs(pairs, alpha=alpha)
             view, warnings = comparison_table(cmp), cmp.warnings
         _print(view, fmt)
         if warnings:
@@ -217,7 +242,11 @@ def register(app: typer.Typer) -> None:
                                                                         "compared with)."),
         db: Optional[Path] = _db_option(),
     ) -> None:
-        """Import results; prints what was read, then the new run id as the last line."""
+        """Import results; prints what was read, then the new run ids, one a line, last.
+
+        A file holding several runs is stored all-or-nothing.  Runs from an sdbench
+        results JSON keep their status: an incomplete or failed run stays so.
+        """
         from ..importers import parse_file
         from ..store import open_store
 
@@ -227,7 +256,8 @@ def register(app: typer.Typer) -> None:
         for rid, rec in zip(ids, records):
             dev = rec.metadata.get("device") or {}
             on = f", device {dev.get('name')}" if isinstance(dev, dict) and dev.get("name") else ""
-            typer.echo(f"{file.name} ({used}): run {rid}, {len(rec.rows)} rows, scenario {rec.scenario}{on}")
+            state = "" if rec.status == "complete" else f", {rec.status}"
+            typer.echo(f"{file.name} ({used}): run {rid}, {len(rec.rows)} rows, scenario {rec.scenario}{on}{state}")
             for w in rec.warnings:
                 typer.echo(f"warning: run {rid}: {w}", err=True)
         for rid in ids:
@@ -266,3 +296,100 @@ def register(app: typer.Typer) -> None:
                 except OSError as e:
                     raise SdbenchError(f"cannot write plots into {d}: {e.strerror}") from None
                 typer.echo(f"wrote {len(paths)} {kind.upper()} plots into {d}")
+
+    _register_db(app)
+
+
+DB_APP_HELP = """Check, repair or compact the results store.
+
+check: SQLite's full integrity check, then every stored run read back against
+its checksums and the results format; lists what is wrong; exit status 0 when
+all is well, 1 when problems were found.
+
+repair: rebuild the store from the runs that still read back intact (ids,
+times and statuses kept); the damaged file is kept next to it as
+NAME.damaged-<UTC time>; says how many runs were recovered and lost.
+
+vacuum: rewrite the file without free pages (after many deleted runs).
+"""
+
+
+class ProblemsFound(SdbenchError):
+    """``sdbench db check`` found problems: the summary line, exit status 1."""
+
+    exit_code = 1
+
+
+def _db_path(db: Optional[Path]) -> Path:
+    from ..store import default_db_path
+
+    path = db.expanduser() if db else default_db_path()
+    if not path.exists():
+        raise SdbenchError(f"no results store at {path}")
+    return path
+
+
+def _register_db(app: typer.Typer) -> None:
+    db_app = typer.Typer(name="db", help=DB_APP_HELP, invoke_without_command=True, add_completion=False,
+                         rich_markup_mode=None)
+    app.add_typer(db_app, name="db")
+
+    @db_app.callback()
+    def db_root(ctx: typer.Context) -> None:
+        if ctx.invoked_subcommand is None:  # `sdbench db` alone: its help, on stdout, exit status 0
+            typer.echo(ctx.get_help())
+            raise typer.Exit(0)
+
+    @db_app.command("check")
+    def check_cmd(db: Optional[Path] = _db_option()) -> None:
+        """Check the store: file structure, then every run against its checksums and the format.
+
+        Exit status 0: no problems; 1: problems found (listed, one a line).
+        """
+        from ..store import open_store
+        from ..store.db import StoreDamaged
+
+        path = _db_path(db)
+        try:
+            store = open_store(path, create=False, upgrade=False)
+        except StoreDamaged as e:
+            raise ProblemsFound(f"{path} cannot be read as a results store ({e.detail}); `sdbench db repair --db "
+                                f"{path}` rebuilds it from the runs that can still be read") from None
+        with store:
+            n, problems = store.check()
+        for p in problems:
+            typer.echo(f"problem: {p}")
+        if problems:
+            raise ProblemsFound(f"{path}: {len(problems)} problem{'s' if len(problems) != 1 else ''} "
+                                f"({_runs(n)}); `sdbench db repair --db {path}` rebuilds the store from the runs "
+                                "that read back intact")
+        typer.echo(f"{path}: ok ({_runs(n)})")
+
+    @db_app.command("repair")
+    def repair_cmd(
+        force: bool = typer.Option(False, "--force", help="Rebuild even when the check finds no problem."),
+        db: Optional[Path] = _db_option(),
+    ) -> None:
+        """Rebuild the store from the runs that read back intact; keep the damaged file as a backup."""
+        from ..store import repair_store
+
+        path = _db_path(db)
+        res = repair_store(path, force=force)
+        if res.backup is None:
+            typer.echo(f"{path}: no problems found, nothing to repair (--force rebuilds it anyway)")
+            return
+        total = len(res.recovered) + len(res.lost)
+        lost = f"; lost runs: {', '.join(map(str, res.lost[:20]))}{' ...' if len(res.lost) > 20 else ''}" \
+            if res.lost else ""
+        typer.echo(f"rebuilt {path}: recovered {len(res.recovered)} of {_runs(total)}, lost {len(res.lost)}{lost}")
+        typer.echo(f"the {'damaged' if res.problems else 'old'} file is kept as {res.backup}")
+
+    @db_app.command("vacuum")
+    def vacuum_cmd(db: Optional[Path] = _db_option()) -> None:
+        """Rewrite the store file without free pages (it shrinks after deleted runs)."""
+        from ..store import open_store
+
+        path = _db_path(db)
+        with open_store(path, create=False, write=True) as store:
+            before, after = store.vacuum()
+        typer.echo(f"vacuumed {path}: {_size(before)} -> {_size(after)}")

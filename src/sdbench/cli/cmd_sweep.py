@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
         deterministic: a configuration's result does not depend on the worker count.
         """
         from .. import sweep as sw
-        from .output import check_writable_output, write_atomically
+        from ..output_files import check_writable_output, write_atomically
 
         spec = sw.load_spec(spec_path)
         if json_path is not None:
@@ -51,6 +51,8 @@ def register(app: typer.Typer) -> None:
         px = py = ps = None
         if plot_path is not None:
             check_writable_output(plot_path)
+            if plot_path.suffix.lower() != ".png":
+                raise SdbenchError(f"--plot {plot_path}: the figure is written as PNG (use a .png name)")
             keys = spec.keys
             px = x or spec.plot.get("x") or keys[0]
             ps = series or spec.plot.get("series") or (next((k for k in keys if k != px), None))
@@ -82,6 +84,6 @@ def register(app: typer.Typer) -> None:
             write_atomically(json_path, sw.results_json(res))
         if plot_path is not None:
             assert px is not None and py is not None
-            sw.plot(res, plot_path, x=px, y=py, series=ps)
+            write_atomically(plot_path, sw.plot_png(res, x=px, y=py, series=ps))
             if not quiet:
                 typer.echo(f"wrote {plot_path}", err=True)

@@ -68,18 +68,19 @@ class FatConfig:
                                      help="cluster size; 0 = FatFs default for the volume size. ESP-IDF uses the "
                                           "benchmark target size clamped to [sector, 128 sectors]")
     n_fats: int = opt(2, min=1, max=2, help="number of FAT copies")
-    partition_start_lba: int = opt(0, unit="sectors", min=0,
+    partition_start_lba: int = opt(0, unit="sectors", min=0, max=fatformat.MAX_LBA32,
                                    help="0 = no partition table (SFD); else one MBR partition from this LBA "
                                         "(ESP-IDF's f_fdisk starts at 63)")
     sector_size_bytes: int = opt(512, unit="B", choices=(512, 4096),
                                  help="FAT sector size; 4096 runs over a 512-byte bridge (see module doc)")
-    root_entries: int = opt(512, min=16, help="FAT16 root directory entries")
+    root_entries: int = opt(512, min=16, max=32768,
+                            help="FAT12/16 root directory entries (FatFs' f_mkfs: up to 32768, whole sectors)")
     trim_on_format: bool = opt(True, help="discard the whole volume before laying it out, as f_mkfs does when "
                                           "FatFs is built with FF_USE_TRIM (ESP-IDF: on)")
     trim_freed_clusters: bool = opt(True, help="discard the clusters a delete or truncation frees, one command per "
                                                "contiguous run, as FatFs' remove_chain does with FF_USE_TRIM "
                                                "(ESP-IDF: on)")
-    align_sectors: int = opt(1, unit="sectors", min=1,
+    align_sectors: int = opt(1, unit="sectors", min=1, max=32768,
                              help="align the data area to this many sectors (FatFs uses the device's erase "
                                   "block size; ESP-IDF's SD driver reports none, so 1)")
     max_transfer_sectors: int = opt(0, unit="sectors", min=0,
@@ -87,6 +88,56 @@ class FatConfig:
                                          "moves whole runs of sectors in one multi-block command); 1 = one sector "
                                          "per command through a sector buffer, as file layers without "
                                          "multi-sector I/O do (e.g. the P2 FAT32 driver's file handles)")
+
+    def __post_init__(self) -> None:
+        # what FatFs' f_mkfs accepts and mount_volume() requires of a boot sector; ValueError so the option
+        # loader names the table
+        ss = self.sector_size_bytes
+        au = self.allocation_unit_bytes
+        if au:
+            if au % ss or (au // ss) & (au // ss - 1):
+                raise ValueError(f"allocation_unit_bytes = {au} B is not a power-of-two multiple of "
+                                 f"sector_size_bytes = {ss} B")
+            if au > fatformat.MAX_CLUSTER_BYTES:   # BPB_SecPerClus: a power of two up to 128 of FatFs' sectors
+                raise ValueError(f"allocation_unit_bytes = {au} B is above {fatformat.MAX_CLUSTER_BYTES} B, the "
+                                 f"largest FAT cluster FatFs handles (128 sectors of {FF_SECTOR} B)")
+        if self.root_entries % (ss // 32):   # BPB_RootEntCnt must fill whole sectors of 32-byte entries
+            raise ValueError(f"root_entries = {self.root_entries} is not a multiple of {ss // 32} (one "
+                             f"{ss} B sector of 32-byte entries)")
+        a = self.align_sectors
+        if a & (a - 1):   # f_mkfs: the block size is a power of two
+            raise ValueError(f"align_sectors = {a} sectors is not a power of two")
+
+
+def plan_volume(geometry: Geometry, config: FatConfig, *, where: str = "fat") -> fatformat.FatLayout:
+    """The volume :meth:`FatFileSystem.format` lays out on a device of this geometry, in FatFs' 512-byte
+    sectors; ConfigError (naming ``<where>.<field>``) when FatFs could not mount it.  No device I/O."""
+    ss = geometry.sector_size
+    if ss % FF_SECTOR:
+        raise ConfigError(f"FAT needs 512-byte or larger power-of-two sectors, device has {ss} B")
+    if config.sector_size_bytes != ss:
+        raise ConfigError(f"{where}.sector_size_bytes = {config.sector_size_bytes} B but the device has {ss} B "
+                          "sectors")
+    c = config
+    ratio = ss // FF_SECTOR
+    big = fatformat.plan(
+        geometry.sector_count, sector_size=ss, fat_type=c.fat_type, au_bytes=c.allocation_unit_bytes,
+        n_fats=c.n_fats, partition_start_lba=c.partition_start_lba or None, root_entries=c.root_entries,
+        align_sectors=c.align_sectors, where=where)
+    if ratio == 1:
+        return big
+    # the same layout in FatFs' 512-byte sectors: every region starts on a big-sector boundary
+    lay = fatformat.FatLayout(
+        big.fat_type, FF_SECTOR, big.volume_start * ratio, big.volume_sectors * ratio,
+        big.reserved_sectors * ratio, big.n_fats, big.fat_sectors * ratio, big.root_dir_sectors * ratio,
+        big.sectors_per_cluster * ratio, big.cluster_count)
+    fatformat.check_bpb(lay, where=where)
+    return lay
+
+
+def volume_capacity_bytes(lay: fatformat.FatLayout) -> int:
+    """File data a fresh volume holds: its clusters, less FAT32's root directory cluster."""
+    return (lay.cluster_count - (1 if lay.fat_type == 32 else 0)) * lay.cluster_bytes
 
 
 class SectorSizeBridge(BlockDeviceWrapper):
@@ -344,9 +395,10 @@ class FatFile(File):
 class FatFileSystem(FileSystem):
     kind = "fat"
 
-    def __init__(self, device: BlockDevice, config: FatConfig = FatConfig()) -> None:
+    def __init__(self, device: BlockDevice, config: FatConfig = FatConfig(), *, where: str = "fat") -> None:
         super().__init__(device)
         self.config = config
+        self.where = where
         ss = device.geometry.sector_size
         if ss == FF_SECTOR:
             self.volume_device = device
@@ -355,7 +407,7 @@ class FatFileSystem(FileSystem):
         else:
             raise ConfigError(f"FAT needs 512-byte or larger power-of-two sectors, device has {ss} B")
         if config.sector_size_bytes != ss:
-            raise ConfigError(f"fat.sector_size_bytes = {config.sector_size_bytes} B but the device has {ss} B "
+            raise ConfigError(f"{where}.sector_size_bytes = {config.sector_size_bytes} B but the device has {ss} B "
                               "sectors")
         self._disk = _FatDisk(self)
         self._partition: Any = None
@@ -365,20 +417,14 @@ class FatFileSystem(FileSystem):
 
     # ---- format --------------------------------------------------------------------
     def plan_layout(self) -> fatformat.FatLayout:
-        c = self.config
-        ratio = self.device.geometry.sector_size // FF_SECTOR
-        big = fatformat.plan(
-            self.device.geometry.sector_count, sector_size=self.device.geometry.sector_size,
-            fat_type=c.fat_type, au_bytes=c.allocation_unit_bytes, n_fats=c.n_fats,
-            partition_start_lba=c.partition_start_lba or None, root_entries=c.root_entries,
-            align_sectors=c.align_sectors)
-        if ratio == 1:
-            return big
-        # the same layout in FatFs' 512-byte sectors: every region starts on a big-sector boundary
-        return fatformat.FatLayout(
-            big.fat_type, FF_SECTOR, big.volume_start * ratio, big.volume_sectors * ratio,
-            big.reserved_sectors * ratio, big.n_fats, big.fat_sectors * ratio, big.root_dir_sectors * ratio,
-            big.sectors_per_cluster * ratio, big.cluster_count)
+        """The layout :meth:`format` writes, in FatFs' 512-byte sectors; computed without touching the device.
+
+        Raises ConfigError, naming the field, for anything FatFs could not mount."""
+        return plan_volume(self.device.geometry, self.config, where=self.where)
+
+    def capacity_bytes(self) -> int:
+        """Bytes of file data the formatted volume holds."""
+        return volume_capacity_bytes(self.plan_layout())
 
     def _format(self) -> None:
         layout = self.plan_layout()

@@ -17,6 +17,11 @@ from ..media.base import BlockDevice
 MAX_FAT12_CLUSTERS = 0xFF5
 MAX_FAT16_CLUSTERS = 0xFFF5
 MAX_FAT32_CLUSTERS = 0x0FFFFFF5
+#: largest cluster FatFs handles: BPB_SecPerClus is a power of two up to 128 of its 512-byte sectors
+MAX_CLUSTER_BYTES = 128 * 512
+#: sector numbers in the MBR and BPB (and FatFs' LBA_t without FF_LBA64) are 32-bit
+MAX_LBA32 = 0xFFFFFFFF
+MAX_U16 = 0xFFFF
 
 
 @dataclass(frozen=True)
@@ -49,16 +54,26 @@ class FatLayout:
 
 def plan(total_sectors: int, *, sector_size: int = 512, fat_type: str = "auto", au_bytes: int = 0,
          n_fats: int = 2, partition_start_lba: int | None = None, root_entries: int = 512,
-         align_sectors: int = 1) -> FatLayout:
-    """Compute a layout; raises ConfigError when the parameters cannot make a volume."""
+         align_sectors: int = 1, where: str = "fat") -> FatLayout:
+    """Compute a layout; raises ConfigError, naming the option (``<where>.<field>``), when the parameters
+    cannot make a volume FatFs mounts."""
     if sector_size not in (512, 1024, 2048, 4096):
-        raise ConfigError(f"FAT sector size {sector_size} B is not one of 512, 1024, 2048, 4096")
+        raise ConfigError(f"{where}.sector_size_bytes = {sector_size} B is not one of 512, 1024, 2048, 4096")
     if n_fats not in (1, 2):
-        raise ConfigError(f"number of FATs must be 1 or 2, not {n_fats}")
+        raise ConfigError(f"{where}.n_fats = {n_fats}: the number of FATs must be 1 or 2")
     vol_start = partition_start_lba or 0
+    if vol_start > MAX_LBA32:
+        raise ConfigError(f"{where}.partition_start_lba = {vol_start} sectors does not fit the MBR's 32-bit LBA")
     vol = total_sectors - vol_start
     if vol < 128:
-        raise ConfigError(f"volume of {vol} sectors is too small for FAT")
+        if vol_start:
+            raise ConfigError(f"{where}.partition_start_lba = {vol_start} sectors leaves {max(vol, 0)} sectors of "
+                              f"the {total_sectors}-sector device: too small for FAT (at least 128)")
+        raise ConfigError(f"FAT: the device's {total_sectors} sectors of {sector_size} B are too small for FAT "
+                          f"(at least 128)")
+    if vol > MAX_LBA32:
+        raise ConfigError(f"FAT: a volume of {vol} sectors of {sector_size} B ({vol * sector_size} B) exceeds the "
+                          f"{MAX_LBA32} sectors the boot sector can count; use a smaller card or capacity_bytes")
     if fat_type == "auto":
         ftype = 0  # decided below from the cluster count
     elif fat_type in ("fat12", "12"):
@@ -68,15 +83,18 @@ def plan(total_sectors: int, *, sector_size: int = 512, fat_type: str = "auto", 
     elif fat_type in ("fat32", "32"):
         ftype = 32
     else:
-        raise ConfigError(f"FAT type {fat_type!r} is not auto, fat12, fat16 or fat32")
+        raise ConfigError(f"{where}.fat_type = {fat_type!r} is not auto, fat12, fat16 or fat32")
     if au_bytes:
         if au_bytes % sector_size or au_bytes // sector_size & (au_bytes // sector_size - 1):
-            raise ConfigError(f"allocation unit {au_bytes} B must be a power-of-two multiple of {sector_size} B")
+            raise ConfigError(f"{where}.allocation_unit_bytes = {au_bytes} B must be a power-of-two multiple of "
+                              f"{sector_size} B")
         spc = au_bytes // sector_size
         if spc > 128:
-            raise ConfigError(f"allocation unit {au_bytes} B exceeds 128 sectors")
+            raise ConfigError(f"{where}.allocation_unit_bytes = {au_bytes} B exceeds 128 sectors of {sector_size} B")
     else:
         spc = _default_spc(vol, ftype or 16, sector_size)
+    if align_sectors < 1 or align_sectors & (align_sectors - 1):
+        raise ConfigError(f"{where}.align_sectors = {align_sectors} sectors is not a power of two")
     if ftype == 0:
         # FatFs (FM_ANY) tries FAT12/16 first and switches to FAT32 when the clusters do not fit
         ftype = 32 if vol // spc > MAX_FAT16_CLUSTERS else 16
@@ -102,16 +120,45 @@ def plan(total_sectors: int, *, sector_size: int = 512, fat_type: str = "auto", 
             rsv += 1
         fat_secs += pad // n_fats
     n_clst = (vol - rsv - fat_secs * n_fats - dir_secs) // spc
+    au = f"{spc * sector_size} B clusters ({where}.allocation_unit_bytes)"
+    if n_clst < 1:
+        raise ConfigError(f"FAT{ftype}: the {vol}-sector volume has no room for data after its FATs and "
+                          f"{'alignment' if pad else 'directory'} ({where}.align_sectors = {align_sectors}, "
+                          f"{where}.root_entries = {root_entries})")
     if ftype == 32 and not MAX_FAT16_CLUSTERS < n_clst <= MAX_FAT32_CLUSTERS:
-        raise ConfigError(f"FAT32 needs more than {MAX_FAT16_CLUSTERS} clusters; this volume/allocation unit "
-                          f"gives {n_clst} (use fat16 or a smaller allocation unit)")
+        raise ConfigError(f"{where}.fat_type: FAT32 needs {MAX_FAT16_CLUSTERS + 1}..{MAX_FAT32_CLUSTERS} "
+                          f"clusters; this {vol * sector_size} B volume with {au} gives {n_clst} (use fat16 or a "
+                          f"smaller allocation unit)")
     if ftype == 12 and not 0 < n_clst <= MAX_FAT12_CLUSTERS:
-        raise ConfigError(f"FAT12 allows at most {MAX_FAT12_CLUSTERS} clusters; this volume/allocation unit gives "
-                          f"{n_clst}")
+        raise ConfigError(f"{where}.fat_type: FAT12 allows at most {MAX_FAT12_CLUSTERS} clusters; this "
+                          f"{vol * sector_size} B volume with {au} gives {n_clst}")
     if ftype == 16 and not MAX_FAT12_CLUSTERS < n_clst <= MAX_FAT16_CLUSTERS:
-        raise ConfigError(f"FAT16 needs {MAX_FAT12_CLUSTERS + 1}..{MAX_FAT16_CLUSTERS} clusters; this volume/"
-                          f"allocation unit gives {n_clst} (use fat32 or another allocation unit)")
-    return FatLayout(ftype, sector_size, vol_start, vol, rsv, n_fats, fat_secs, dir_secs, spc, n_clst)
+        raise ConfigError(f"{where}.fat_type: FAT16 needs {MAX_FAT12_CLUSTERS + 1}..{MAX_FAT16_CLUSTERS} clusters; "
+                          f"this {vol * sector_size} B volume with {au} gives {n_clst} (use fat32 or another "
+                          f"allocation unit)")
+    lay = FatLayout(ftype, sector_size, vol_start, vol, rsv, n_fats, fat_secs, dir_secs, spc, n_clst)
+    check_bpb(lay, where=where)
+    return lay
+
+
+def check_bpb(lay: FatLayout, *, where: str = "fat") -> None:
+    """Refuse a layout whose numbers do not fit the boot sector's fields (FatFs reads them back at mount)."""
+    if lay.sectors_per_cluster > 128:   # BPB_SecPerClus, a power of two (FatFs: 1..128)
+        raise ConfigError(f"{where}.allocation_unit_bytes: {lay.cluster_bytes} B clusters are "
+                          f"{lay.sectors_per_cluster} sectors of {lay.sector_size} B; FAT allows at most 128")
+    if lay.reserved_sectors > MAX_U16:   # BPB_RsvdSecCnt
+        raise ConfigError(f"{where}.align_sectors: aligning the data area needs {lay.reserved_sectors} reserved "
+                          f"sectors; the boot sector holds at most {MAX_U16}")
+    if lay.fat_type != 32 and lay.fat_sectors > MAX_U16:   # BPB_FATSz16
+        raise ConfigError(f"{where}.align_sectors: aligning the data area makes each FAT {lay.fat_sectors} "
+                          f"sectors; FAT12/16 boot sectors hold at most {MAX_U16}")
+    if lay.root_dir_sectors * lay.sector_size // 32 > MAX_U16:   # BPB_RootEntCnt
+        raise ConfigError(f"{where}.root_entries: {lay.root_dir_sectors * lay.sector_size // 32} entries do not "
+                          f"fit the boot sector's 16-bit count")
+    if lay.volume_start + lay.volume_sectors - 1 > MAX_LBA32:   # MBR entry, BPB_TotSec32, FatFs' LBA_t
+        raise ConfigError(f"FAT: the volume ends at sector {lay.volume_start + lay.volume_sectors - 1} of "
+                          f"{lay.sector_size} B; FatFs addresses sectors with 32 bits (at most {MAX_LBA32}): "
+                          f"use a smaller card or capacity_bytes")
 
 
 def _default_spc(vol: int, ftype: int, ss: int) -> int:

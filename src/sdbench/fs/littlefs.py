@@ -16,11 +16,30 @@ import littlefs
 from littlefs import lfs as _lfs
 
 from ..errors import ConfigError, FileSystemError
-from ..media.base import BlockDevice
+from ..media.base import BlockDevice, Geometry
 from ..options import opt, to_mapping
 from .base import SEEK_CUR, SEEK_END, SEEK_SET, File, FileStat, FileSystem
 
 LFS_VERSION = ".".join(map(str, _lfs.__LFS_VERSION__))
+
+# Limits of the littlefs build in littlefs-python (lfs.h types and the LFS_*_MAX values it was compiled with).
+# lfs_init() asserts on them, and an assert aborts the whole process: every limit is checked here first.
+LFS_NAME_MAX = 1022          # name_max <= LFS_NAME_MAX (littlefs-python builds with 1022, not lfs.h's 255)
+LFS_ATTR_MAX = 1022          # attr_max <= LFS_ATTR_MAX
+LFS_FILE_MAX = 2147483647    # file_max <= LFS_FILE_MAX
+U32_MAX = 0xFFFFFFFF         # lfs_size_t / lfs_block_t fields
+I32_MAX = 0x7FFFFFFF         # block_cycles is an int32_t
+#: block numbers 0xFFFFFFFF and 0xFFFFFFFE mark "no block" and "inline file": a block count may not reach them
+LFS_BLOCK_COUNT_MAX = 0xFFFFFFFE
+#: the lookahead buffer is malloc'd and cleared at every mount and format; 1 MiB tracks 8 Mi blocks in one pass,
+#: the most any esp_littlefs SD setup used (block_count_limit 8388607)
+LOOKAHEAD_MAX = 1 << 20
+_DISK_MAJOR, _DISK_MINOR = _lfs.__LFS_DISK_VERSION__
+#: on-disk versions this littlefs can write (lfs_init asserts major == its own and minor <= its own)
+DISK_VERSIONS = tuple((_DISK_MAJOR << 16) | m for m in range(_DISK_MINOR + 1))
+#: smallest metadata block format can commit the superblock into (revision count, superblock entry and CRC;
+#: on-disk 2.1 adds a forward CRC); below it lfs_format fails with "no space", measured on this littlefs
+MIN_METADATA_BYTES = {0x00020000: 52, 0x00020001: 64}
 
 
 @dataclass(frozen=True)
@@ -34,15 +53,135 @@ class LittleFsConfig:
                                       "blocks); 0 = none")
     cache_size: int = opt(512, unit="B", min=1, help="read/prog cache size; multiple of read/prog size, "
                                                       "divides block_size")
-    lookahead_size: int = opt(128, unit="B", min=8, help="lookahead bitmap size (8 blocks per byte), multiple of 8")
-    block_cycles: int = opt(512, unit="erase cycles", min=-1, help="metadata relocation period; -1 disables")
-    name_max: int = opt(255, unit="B", min=1, max=1022, help="longest file name")
-    file_max: int = opt(0, unit="B", min=0, help="largest file; 0 = library default")
-    attr_max: int = opt(0, unit="B", min=0, help="largest custom attribute; 0 = library default")
+    lookahead_size: int = opt(128, unit="B", min=8, max=LOOKAHEAD_MAX,
+                              help="lookahead bitmap size (8 blocks per byte), multiple of 8")
+    block_cycles: int = opt(512, unit="erase cycles", min=-1, max=I32_MAX,
+                            help="metadata relocation period; -1 disables (0 is refused, as littlefs asserts)")
+    name_max: int = opt(255, unit="B", min=1, max=LFS_NAME_MAX, help="longest file name")
+    file_max: int = opt(0, unit="B", min=0, max=LFS_FILE_MAX, help="largest file; 0 = library default")
+    attr_max: int = opt(0, unit="B", min=0, max=LFS_ATTR_MAX,
+                        help="largest custom attribute; 0 = library default")
     metadata_max: int = opt(0, unit="B", min=0, help="metadata pair size limit; 0 = block_size")
     inline_max: int = opt(0, unit="B", min=-1, help="largest inline file; 0 = library default "
                                                     "(min(cache, attr_max, block/8)), -1 = disabled")
-    disk_version: int = opt(0, min=0, help="on-disk version to write; 0 = the library's newest")
+    disk_version: int = opt(0, min=0, help="on-disk version to write, as (major << 16) | minor, e.g. "
+                                           "0x00020000 for 2.0; 0 = the library's newest")
+
+    def __post_init__(self) -> None:
+        # Each check mirrors an LFS_ASSERT in lfs_init() (littlefs 2.11, as built in littlefs-python), or a limit
+        # of the binding's C types; ValueError so the option loader names the table.
+        for name in ("read_size", "prog_size", "cache_size"):
+            if getattr(self, name) < 1:   # read_size != 0, prog_size != 0, cache_size != 0
+                raise ValueError(f"{name} = {getattr(self, name)} B must be at least 1 B")
+        for name in ("read_size", "prog_size", "block_size", "cache_size", "block_count", "metadata_max"):
+            if getattr(self, name) > U32_MAX:   # lfs_size_t
+                raise ValueError(f"{name} = {getattr(self, name)} is above {U32_MAX}, the largest 32-bit value")
+        rs, ps, bs, cs = self.read_size, self.prog_size, self.block_size, self.cache_size
+        if bs < 128:  # block_size >= 128: room for the CTZ skip-list pointers
+            raise ValueError(f"block_size = {bs} B is below littlefs' minimum of 128 B")
+        if self.disk_version and self.disk_version not in DISK_VERSIONS:   # major == 2 && minor <= 1
+            known = ", ".join(f"0x{v:08X} ({v >> 16}.{v & 0xFFFF})" for v in DISK_VERSIONS)
+            raise ValueError(f"disk_version = 0x{self.disk_version:X} is not an on-disk version littlefs "
+                             f"{LFS_VERSION} writes: 0 (newest), {known}")
+        if cs % rs:   # cache_size % read_size == 0
+            raise ValueError(f"cache_size = {cs} B is not a multiple of read_size = {rs} B")
+        if cs % ps:   # cache_size % prog_size == 0
+            raise ValueError(f"cache_size = {cs} B is not a multiple of prog_size = {ps} B")
+        if bs % cs:   # block_size % cache_size == 0
+            raise ValueError(f"block_size = {bs} B is not a multiple of cache_size = {cs} B")
+        if self.block_cycles == 0 or self.block_cycles < -1:   # block_cycles != 0 (-1 disables)
+            raise ValueError(f"block_cycles = {self.block_cycles} must be -1 (no wear levelling of metadata) "
+                             f"or at least 1 erase cycle")
+        if self.block_cycles > I32_MAX:   # int32_t
+            raise ValueError(f"block_cycles = {self.block_cycles} erase cycles is above {I32_MAX}, the largest "
+                             f"int32 value")
+        if not 0 < self.lookahead_size <= LOOKAHEAD_MAX:   # lookahead_size > 0
+            raise ValueError(f"lookahead_size = {self.lookahead_size} B must be 8..{LOOKAHEAD_MAX} B")
+        if self.lookahead_size % 8:
+            raise ValueError(f"lookahead_size = {self.lookahead_size} B is not a multiple of 8 B")
+        if not 0 <= self.name_max <= LFS_NAME_MAX:   # name_max <= LFS_NAME_MAX
+            raise ValueError(f"name_max = {self.name_max} B is above LFS_NAME_MAX = {LFS_NAME_MAX} B")
+        if not 0 <= self.file_max <= LFS_FILE_MAX:   # file_max <= LFS_FILE_MAX
+            raise ValueError(f"file_max = {self.file_max} B is above LFS_FILE_MAX = {LFS_FILE_MAX} B")
+        if not 0 <= self.attr_max <= LFS_ATTR_MAX:   # attr_max <= LFS_ATTR_MAX
+            raise ValueError(f"attr_max = {self.attr_max} B is above LFS_ATTR_MAX = {LFS_ATTR_MAX} B")
+        mm = self.metadata_max
+        if mm:
+            if mm > bs:   # metadata_max <= block_size
+                raise ValueError(f"metadata_max = {mm} B is above block_size = {bs} B")
+            if mm % rs:   # !metadata_max || metadata_max % read_size == 0
+                raise ValueError(f"metadata_max = {mm} B is not a multiple of read_size = {rs} B")
+            if mm % ps:   # !metadata_max || metadata_max % prog_size == 0
+                raise ValueError(f"metadata_max = {mm} B is not a multiple of prog_size = {ps} B")
+            if bs % mm:   # !metadata_max || block_size % metadata_max == 0
+                raise ValueError(f"metadata_max = {mm} B does not divide block_size = {bs} B")
+            version = self.disk_version or DISK_VERSIONS[-1]
+            least = MIN_METADATA_BYTES.get(version, max(MIN_METADATA_BYTES.values()))
+            if mm < least:   # not an assert: format would fail with LFS_ERR_NOSPC
+                raise ValueError(f"metadata_max = {mm} B is too small for the superblock commit format writes "
+                                 f"(at least {least} B for on-disk version {version >> 16}.{version & 0xFFFF})")
+        im = self.inline_max
+        if im < -1:
+            raise ValueError(f"inline_max = {im} B must be -1 (inline files off), 0 (library default) or positive")
+        if im > 0:
+            attr = self.attr_max or LFS_ATTR_MAX
+            meta8 = (mm or bs) // 8
+            if im > cs:   # inline_max <= cache_size
+                raise ValueError(f"inline_max = {im} B is above cache_size = {cs} B")
+            if im > attr:   # inline_max <= attr_max (0 = LFS_ATTR_MAX)
+                raise ValueError(f"inline_max = {im} B is above attr_max = {attr} B")
+            if im > meta8:   # inline_max <= (metadata_max or block_size) / 8
+                what = "metadata_max" if mm else "block_size"
+                raise ValueError(f"inline_max = {im} B is above {what} / 8 = {meta8} B")
+
+
+#: config fields that name device granularities: the device's read, program and erase units
+_GRANULARITY = {"read_size": "read_size", "prog_size": "prog_size", "block_size": "erase_size"}
+
+
+def check_geometry(cfg: LittleFsConfig, geometry: Geometry, *, offset_bytes: int = 0, size_bytes: int | None = None,
+                   sector_fields: tuple[str, ...] = ("read_size", "prog_size", "block_size"),
+                   where: str = "littlefs") -> int:
+    """Check a config against the device it will run on, without touching the device; returns the block count.
+
+    ``sector_fields`` are the fields whose requests reach the device as whole sectors (one device op per
+    littlefs request); the block size must always be whole erase units of the device, since littlefs erases
+    block by block.  Raises ConfigError naming the field."""
+    ss = geometry.sector_size
+    for name in sector_fields:
+        v = getattr(cfg, name)
+        if v % ss:
+            raise ConfigError(f"{where}.{name} = {v} B is not a multiple of the device's {ss} B sectors")
+        unit_name = _GRANULARITY[name]
+        unit = getattr(geometry, unit_name)
+        if v % unit:
+            raise ConfigError(f"{where}.{name} = {v} B is not a multiple of the device's {unit} B "
+                              f"{unit_name.replace('_', ' ')}")
+    if cfg.block_size % geometry.erase_size:   # littlefs erases whole blocks
+        raise ConfigError(f"{where}.block_size = {cfg.block_size} B is not a multiple of the device's "
+                          f"{geometry.erase_size} B erase size")
+    if offset_bytes < 0 or offset_bytes % geometry.erase_size:
+        raise ConfigError(f"{where}: the filesystem's start at {offset_bytes} B is not on a "
+                          f"{geometry.erase_size} B erase boundary of the device")
+    device_bytes = geometry.size_bytes
+    avail = device_bytes - offset_bytes if size_bytes is None else size_bytes
+    if avail <= 0 or offset_bytes + avail > device_bytes:
+        raise ConfigError(f"{where}: {avail} B from {offset_bytes} B do not fit the {device_bytes} B device")
+    bs = cfg.block_size
+    fit = avail // bs
+    blocks = cfg.block_count or fit
+    if cfg.block_count_limit:
+        blocks = min(blocks, cfg.block_count_limit)
+    if cfg.block_count and cfg.block_count > fit:
+        raise ConfigError(f"{where}.block_count = {cfg.block_count} blocks of {bs} B need {cfg.block_count * bs} B; "
+                          f"the device offers {avail} B ({fit} blocks)")
+    if blocks < 2:
+        raise ConfigError(f"{where}: littlefs needs at least 2 blocks (the superblock pair); {avail} B of device "
+                          f"hold {fit} block(s) of {bs} B (block_size)")
+    if blocks > LFS_BLOCK_COUNT_MAX:
+        raise ConfigError(f"{where}: {blocks} blocks of {bs} B exceed littlefs' 32-bit block numbers "
+                          f"(at most {LFS_BLOCK_COUNT_MAX}); raise block_size or set block_count_limit")
+    return blocks
 
 
 class _Context:
@@ -133,34 +272,21 @@ class LittleFsFileSystem(FileSystem):
     sector_fields: tuple[str, ...] = ("read_size", "prog_size", "block_size")
 
     def __init__(self, device: BlockDevice, config: LittleFsConfig = LittleFsConfig(), *,
-                 offset_bytes: int = 0, size_bytes: int | None = None) -> None:
+                 offset_bytes: int = 0, size_bytes: int | None = None, where: str = "littlefs") -> None:
         super().__init__(device)
         self.config = config
-        ss = device.geometry.sector_size
-        for name in self.sector_fields:
-            v = getattr(config, name)
-            if v % ss:
-                raise ConfigError(f"littlefs.{name} = {v} B is not a multiple of the device's {ss} B sectors")
-        if config.block_size % config.cache_size or config.cache_size % config.read_size \
-                or config.cache_size % config.prog_size:
-            raise ConfigError("littlefs.cache_size must be a multiple of read_size and prog_size and divide "
-                              "block_size")
-        if config.lookahead_size % 8:
-            raise ConfigError("littlefs.lookahead_size must be a multiple of 8 B")
-        avail = (size_bytes if size_bytes is not None else device.geometry.size_bytes - offset_bytes)
-        blocks = config.block_count or avail // config.block_size
-        if config.block_count_limit:
-            blocks = min(blocks, config.block_count_limit)
-        if blocks * config.block_size > avail or blocks < 2:
-            raise ConfigError(f"littlefs needs {blocks} blocks of {config.block_size} B; the device offers "
-                              f"{avail // config.block_size}")
+        # everything lfs_init() and the binding would assert on or overflow is refused here, before any C call
+        blocks = check_geometry(config, device.geometry, offset_bytes=offset_bytes, size_bytes=size_bytes,
+                                sector_fields=self.sector_fields, where=where)
         self.block_count = blocks
         self._ctx = self.context_class(device, config, offset_bytes)
         self._cfg = _lfs.LFSConfig(
             context=self._ctx, block_size=config.block_size, block_count=blocks, read_size=config.read_size,
             prog_size=config.prog_size, block_cycles=config.block_cycles, cache_size=config.cache_size,
             lookahead_size=config.lookahead_size, name_max=config.name_max, file_max=config.file_max,
-            attr_max=config.attr_max, metadata_max=config.metadata_max, inline_max=config.inline_max,
+            attr_max=config.attr_max, metadata_max=config.metadata_max,
+            # -1 (inline files off) is (lfs_size_t)-1 in C; the binding takes the unsigned value
+            inline_max=U32_MAX if config.inline_max == -1 else config.inline_max,
             disk_version=config.disk_version)
         self._fs = _lfs.LFSFilesystem()
         self._open_files: set[LittleFsFile] = set()

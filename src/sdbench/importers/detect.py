@@ -6,14 +6,18 @@ from typing import Any
 
 from ..errors import SdbenchError
 from . import espidf, fio, sdfat
+from .validate import loads
+
+# sdbench's own results nest 7 levels deep; stack and metadata tables leave room for more
+MAX_DEPTH = 64
 
 
-def _json(text: str) -> Any:
-    t = text.lstrip()
+def _json(text: str, name: str) -> Any:
+    t = text.lstrip().lstrip("\ufeff")
     if not t.startswith("{"):
         return None
     try:
-        return json.loads(t)
+        return loads(t, name, max_depth=MAX_DEPTH)
     except json.JSONDecodeError:
         return None
 
@@ -22,7 +26,7 @@ def detect(text: str, name: str = "input") -> str:
     """``json`` (sdbench results), ``fio``, ``sdfat`` or ``espidf``."""
     if not text.strip():
         raise SdbenchError(f"{name} is empty")
-    doc = _json(text)
+    doc = _json(text, name)
     if isinstance(doc, dict) and isinstance(doc.get("runs"), list) and "format_version" in doc:
         return "json"
     if fio.looks_like(doc) or '"fio version"' in text[:4096]:

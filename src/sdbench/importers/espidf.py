@@ -15,31 +15,43 @@ become ``SD raw write [16 kB label]`` etc. with ``bytes`` = target size and
 per-call samples and no median/min/max/stdev.
 
 A log is refused (nothing imported) when a test group it contains is
-incomplete, a line is cut off, the firmware crashed, or a label repeats
-without a new "Starting benchmark" line between.
+incomplete, a line is cut off, the firmware crashed, a label repeats without
+a new "Starting benchmark" line between, the log ends right after such a line,
+or a figure is not a plain number of the right sign and size: a row needs at
+least one run and a mean time of 0 or more (0.000 ms, below the example's
+1 µs resolution, is kept with a "speed unknown" warning), and sizes are never
+negative.  Sizes of 0 kB are kept only
+for rows whose label this importer does not know (sdbench's own mount/open
+rows move no data).
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SdbenchError
 from ..records import MIB, Row, RunRecord
+from .validate import INT64_MAX, INT64_MIN, MAX_ROW_BYTES, MAX_TIME_MS, to_float, to_int
 
 FORMAT = "espidf"
 PROTOCOL = "espidf"
 DEFAULT_SCENARIO = "espidf-import"
 DEFAULT_TARGET_BYTES = 65536
 TINY_BYTES = 255
+MIN_TARGET_BYTES = 512      # one sector: the SD raw test moves whole sectors
+MAX_TARGET_BYTES = 1 << 40  # the example buffers the target size in RAM; anything near this is garbage
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# the label's trailing padding stays in the group (stripped later): with possessive quantifiers no
+# character is tried twice, so a long line without a row costs linear time
 ROW_RE = re.compile(
-    r"\[(?P<label>[^\[\]]*(?:\[\d+ kB label\])?)\s*\]\s*\((?P<runs>\d+)x\)\s+(?P<ms>-?[\d.]+|inf|nan)\s+ms\s+"
-    r"(?P<size>-?[\d.]+)\s+k(?P<unit>[Bb])\s+(?P<speed>-?[\d.]+|inf|-?nan)\s+M[Bb]/s\s*$")
+    r"\[(?P<label>[^\[\]]*+(?:\[\d++ kB label\][^\[\]]*+)?)\]\s*+\((?P<runs>\d++)x\)\s++"
+    r"(?P<ms>-?[\d.]++|inf|nan)\s++ms\s++(?P<size>-?[\d.]++)\s++k(?P<unit>[Bb])\s++"
+    r"(?P<speed>-?[\d.]++|inf|-?nan)\s++M[Bb]/s\s*+$")
 # a line with a row's head ("[label] (Nx)") whose figures do not parse: garbled or cut off
-_ROW_HEAD = re.compile(r"\[[A-Za-z][^\]]*\]\s*\(\d+x\)")
+# (the label bound keeps a long line of '[' without ']' from costing quadratic time)
+_ROW_HEAD = re.compile(r"\[[A-Za-z][^\]]{0,300}+\]\s*+\(\d++x\)")
 _RAW_LABEL = re.compile(r"^SD raw (write|read)(?: \[(\d+) kB label\])?$")
 _FS_LABEL = re.compile(r"^(?P<family>.+?): (?P<op>write|read) (?P<size>target|more than target|less than target|tiny)"
                        r" size$")
@@ -48,19 +60,19 @@ _CRASH = re.compile(r"Guru Meditation Error|abort\(\) was called|ESP_ERROR_CHECK
                     r"Backtrace: 0x|CORRUPT HEAP|Stack canary watchpoint triggered")
 # the example logs each part's mount and unmount with its "example" tag
 _PART_OPEN = re.compile(r"\bexample: Mounti?n?g")
-_PART_CLOSE = re.compile(r"\bexample: .*unmounted")
+_PART_TAG = re.compile(r"\bexample: ")
 _SHORT_IO = re.compile(r"Could not (write|read) full buffer size\. Actually (?:wrote|read) bytes: (-?\d+)")
 FS_FAMILIES = ("SPI FATFS (new file)", "SPI SPIFFS (new file)", "SPI LittleFS (new file)", "SD FATFS (new file)",
                "SD FATFS", "SD LittleFS (new file)", "SD LittleFS")
 SIZE_WORDS = ("target", "more than target", "less than target", "tiny")
-# facts picked from the log noise: (pattern, stack key, converter)
+# facts picked from the log noise: (pattern, stack key, converter; "size": a whole number >= 1)
 _FACTS: tuple[tuple[re.Pattern[str], str, Any], ...] = (
     (re.compile(r"Using (SDMMC|SPI) peripheral"), "sd_interface", lambda s: "SDMMC" if s == "SDMMC" else "SDSPI"),
-    (re.compile(r"Mounting FATFS partition, with cluster size (\d+) bytes"), "spiflash_fat_cluster_bytes", int),
-    (re.compile(r"Mounting SD card - FATFS, with cluster size (\d+) bytes"), "sd_fat_cluster_bytes", int),
+    (re.compile(r"Mounting FATFS partition, with cluster size (\d+) bytes"), "spiflash_fat_cluster_bytes", "size"),
+    (re.compile(r"Mounting SD card - FATFS, with cluster size (\d+) bytes"), "sd_fat_cluster_bytes", "size"),
     (re.compile(r"ESP-IDF:?\s+(v[0-9][\w.\-]*)"), "idf_version", str),
     (re.compile(r"^ESP-ROM:(\w+?)-\d"), "chip", str),
-    (re.compile(r"cpu freq: (\d+) Hz"), "cpu_freq_hz", int),
+    (re.compile(r"cpu freq: (\d+) Hz"), "cpu_freq_hz", "size"),
     (re.compile(r"Project name:\s+(\S+)"), "project", str),
 )
 # sdmmc_card_print_info, old and new layouts
@@ -114,6 +126,7 @@ class _Segment:
     cards: list[dict[str, Any]] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
     units: str = "bytes"
+    start_line: int = 0
     last_row_line: int = 0
     last_open_line: int = 0
     last_close_line: int = 0
@@ -126,6 +139,10 @@ def parse(text: str, *, name: str = "log", scenario: str | None = None) -> list[
     if not runs:
         raise SdbenchError(f"{name}: no perf_benchmark result lines "
                            "(`[label] (Nx) ms kB MB/s`) found: not an ESP-IDF perf_benchmark log")
+    last = segments[-1]
+    if not last.rows and last.start_line:
+        raise SdbenchError(f"{name}:{last.start_line}: the benchmark started again but the log ends before its "
+                           "first result: the log is truncated")
     return runs
 
 
@@ -143,7 +160,9 @@ def _scan(text: str, name: str) -> list[_Segment]:
             if seg.rows or seg.target is not None:
                 seg = _Segment()
                 segs.append(seg)
-            seg.target = int(m.group(1))
+            seg.target = to_int(m.group(1), "target size (bytes)", f"{name}:{lineno}", lo=MIN_TARGET_BYTES,
+                                hi=MAX_TARGET_BYTES)
+            seg.start_line = lineno
         if _CRASH.search(line):
             raise SdbenchError(f"{name}:{lineno}: the firmware crashed ({line.strip()[:60]}): "
                                "import the log of a run that finished")
@@ -152,8 +171,10 @@ def _scan(text: str, name: str) -> list[_Segment]:
             pending.append(f"short {short.group(1)}: the call moved only {short.group(2)} bytes")
         if _PART_OPEN.search(line):
             seg.last_open_line = lineno
-        elif _PART_CLOSE.search(line):
-            seg.last_close_line = lineno
+        else:
+            tag = _PART_TAG.search(line)
+            if tag and "unmounted" in line[tag.end():]:
+                seg.last_close_line = lineno
         row = ROW_RE.search(line)
         if row:
             seg.last_row_line = lineno
@@ -165,13 +186,16 @@ def _scan(text: str, name: str) -> list[_Segment]:
             raise SdbenchError(f"{name}:{lineno}: result line is cut off or garbled: {line[:70]!r}")
         cm = _CARD_LINE.match(line.strip())
         if cm and cm.group(1) == "Name" and i + 1 < len(lines) and lines[i + 1].strip().startswith("Type:"):
-            card, i = _card(lines, i)
+            card, i = _card(lines, i, name)
             seg.cards.append(card)
             continue
         for pat, key, conv in _FACTS:
             fm = pat.search(line)
             if fm and key not in seg.facts:
-                seg.facts[key] = conv(fm.group(1))
+                if conv == "size":
+                    seg.facts[key] = to_int(fm.group(1), key, f"{name}:{lineno}", lo=1)
+                else:
+                    seg.facts[key] = conv(fm.group(1))
         i += 1
     # a last line that is a prefix of a result line: the capture stopped mid-line
     tail = next((ln for ln in reversed(lines) if ln.strip()), "")
@@ -180,48 +204,51 @@ def _scan(text: str, name: str) -> list[_Segment]:
     return segs
 
 
-def _number(s: str, what: str, name: str, lineno: int) -> float:
-    try:
-        return float(s)
-    except ValueError:
-        raise SdbenchError(f"{name}:{lineno}: bad {what} {s!r}") from None
-
-
 def _row_from_match(m: re.Match[str], lineno: int, name: str, pending: list[str]) -> _Printed:
-    size = _number(m.group("size"), "size", name, lineno)
-    if m.group("unit") == "b":
-        size /= 8  # CONFIG_EXAMPLE_USE_BYTES=n prints size*8/1024 as "kb"
-    runs = int(m.group("runs"))
-    if runs < 1:
-        raise SdbenchError(f"{name}:{lineno}: a row with {runs} runs")
-    t = _number(m.group("ms"), "time", name, lineno)
-    if not math.isfinite(t) or t < 0:
-        raise SdbenchError(f"{name}:{lineno}: bad time {m.group('ms')} ms")
-    return _Printed(lineno, m.group("label").strip(), runs, t, size, list(pending))
+    at = f"{name}:{lineno}"
+    label = m.group("label").strip()
+    if not label:
+        raise SdbenchError(f"{at}: a result line without a label")
+    runs = to_int(m.group("runs"), "run count", at, lo=1)
+    bits = m.group("unit") == "b"
+    # CONFIG_EXAMPLE_USE_BYTES=n prints size*8/1024 as "kb"
+    size = to_float(m.group("size"), f"size (k{m.group('unit')})", at, hi=MAX_ROW_BYTES / 1024 * (8 if bits else 1))
+    if bits:
+        size /= 8
+    ms = m.group("ms")
+    # 0.000 ms is what the example prints below its 1 µs resolution: a real value, kept with a warning;
+    # -0.000 is not something it prints
+    t = to_float(ms, "mean time (ms)", at, hi=MAX_TIME_MS)
+    return _Printed(lineno, label, runs, t, size, list(pending))
 
 
-def _card(lines: list[str], i: int) -> tuple[dict[str, Any], int]:
+def _card(lines: list[str], i: int, name: str) -> tuple[dict[str, Any], int]:
     raw: dict[str, str] = {}
+    at: dict[str, str] = {}
     while i < len(lines):
         m = _CARD_LINE.match(lines[i].strip())
         if not m or m.group(1) in raw:
             break
         raw[m.group(1)] = m.group(2).strip()
+        at[m.group(1)] = f"{name}:{i + 1}"
         i += 1
     card: dict[str, Any] = {"name": raw.get("Name", ""), "type": raw.get("Type", "")}
     if "Speed" in raw:
         card["speed"] = raw["Speed"]
         fm = re.match(r"([\d.]+)\s*(kHz|MHz)", raw["Speed"])
         if fm:
-            card["freq_khz"] = round(float(fm.group(1)) * (1000 if fm.group(2) == "MHz" else 1))
+            f = to_float(fm.group(1), "card clock", at["Speed"], hi=1e9)
+            card["freq_khz"] = round(f * (1000 if fm.group(2) == "MHz" else 1))
     if "Size" in raw:
         sm = re.match(r"(\d+)\s*MB", raw["Size"])
         if sm:
-            card["size_mib"] = int(sm.group(1))  # the driver divides by 1024*1024
+            card["size_mib"] = to_int(sm.group(1), "card size (MB)", at["Size"])  # the driver divides by 1024*1024
     for key in ("CSD", "SSR", "SCR", "EXT CSD"):
         if key in raw:
-            fields = dict(re.findall(r"(\w+)=(-?\d+)", raw[key]))
-            card[key.lower().replace(" ", "_")] = {k: int(v) for k, v in fields.items()}
+            # \b: a match starts only at a word's start, so a long word costs linear time
+            fields = dict(re.findall(r"\b(\w+)=(-?\d+)", raw[key]))
+            card[key.lower().replace(" ", "_")] = {
+                k: to_int(v, f"card {key} field {k}", at[key], lo=INT64_MIN, hi=INT64_MAX) for k, v in fields.items()}
     return card, i
 
 
@@ -234,26 +261,36 @@ def _family(label: str) -> str:
     return m.group("family") if m else label
 
 
-def _target(seg: _Segment) -> int:
+def _target(seg: _Segment, name: str) -> int:
     if seg.target is not None:
         return seg.target
     # no "Starting benchmark" line (capture began late, or an sdbench export): infer from the rows
     for p in seg.rows:
         m = _FS_LABEL.match(p.label)
         if p.label.startswith("SPI Flash raw") or (m and m.group("size") == "target"):
-            return round(p.size_kib * 1024)
-    raws = [p.size_kib for p in seg.rows if _RAW_LABEL.match(p.label)]
-    return round(max(raws) * 1024) if raws else DEFAULT_TARGET_BYTES
+            return _inferred_target(round(p.size_kib * 1024), p, name)
+    raws = [p for p in seg.rows if _RAW_LABEL.match(p.label)]
+    if not raws:
+        return DEFAULT_TARGET_BYTES
+    biggest = max(raws, key=lambda p: p.size_kib)
+    return _inferred_target(round(biggest.size_kib * 1024), biggest, name)
+
+
+def _inferred_target(target: int, p: _Printed, name: str) -> int:
+    if not MIN_TARGET_BYTES <= target <= MAX_TARGET_BYTES:
+        raise SdbenchError(f"{name}:{p.lineno}: the target size read from this row, {target} bytes, is out of range "
+                           f"(must be between {MIN_TARGET_BYTES} and {MAX_TARGET_BYTES})")
+    return target
 
 
 def _to_run(seg: _Segment, name: str, scenario: str | None) -> RunRecord:
-    target = _target(seg)
+    target = _target(seg, name)
     size_of = sizes(target)
     rows: list[Row] = []
     warnings: list[str] = []
     first_line: dict[str, int] = {}
     for p in seg.rows:
-        label, op, nbytes, reported = _mapped(p, target, size_of)
+        label, op, nbytes, reported = _mapped(p, target, size_of, name)
         if label in first_line:
             raise SdbenchError(f"{name}:{p.lineno}: '{label}' appears again (first at line {first_line[label]}): "
                                "the log holds more than one benchmark run; cut it into one file per run")
@@ -262,9 +299,9 @@ def _to_run(seg: _Segment, name: str, scenario: str | None) -> RunRecord:
         if abs(printed / 1024 - p.size_kib) > 0.0051 + 1e-9:
             warnings.append(f"{label}: printed size {p.size_kib:.2f} kB does not match {printed} bytes "
                             f"expected for target size {target} bytes")
+        warnings += [f"{label}: {w}" for w in p.warnings]
         if p.time_ms == 0:
             warnings.append(f"{label}: mean time printed as 0.000 ms; speed unknown")
-        warnings += [f"{label}: {w}" for w in p.warnings]
         mib_s = (nbytes / MIB) / (p.time_ms / 1000.0) if nbytes and p.time_ms > 0 else 0.0
         rows.append(Row(label=label, op=op, bytes=nbytes, runs=p.runs, samples_ms=(), time_ms=p.time_ms,
                         time_ms_median=None, time_ms_min=None, time_ms_max=None,  # type: ignore[arg-type]
@@ -286,13 +323,13 @@ def _to_run(seg: _Segment, name: str, scenario: str | None) -> RunRecord:
                      seed=None, protocol=PROTOCOL, source="imported", metadata=meta, warnings=tuple(warnings))
 
 
-def _mapped(p: _Printed, target: int, size_of: dict[str, int]) -> tuple[str, str, int, int | None]:
+def _mapped(p: _Printed, target: int, size_of: dict[str, int], name: str) -> tuple[str, str, int, int | None]:
     """(label, op, bytes moved per call, size the example printed if it differs)."""
     raw = _RAW_LABEL.match(p.label)
     if raw:
         # every SD raw call moves the whole target; the label only names the printed size
         reported = round(p.size_kib * 1024)
-        kib = int(raw.group(2)) if raw.group(2) else reported // 1024
+        kib = to_int(raw.group(2), "label size (kB)", f"{name}:{p.lineno}") if raw.group(2) else reported // 1024
         return f"SD raw {raw.group(1)} [{kib} kB label]", raw.group(1), target, reported
     if p.label.startswith("SPI Flash raw"):
         return p.label, "write" if p.label.endswith("write") else "read", target, None

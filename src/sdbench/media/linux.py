@@ -28,7 +28,7 @@ from typing import Any
 from ..clock import WallClock
 from ..errors import SdbenchError
 from .base import BlockDevice, BlockDeviceError, Geometry, OutOfRangeError
-from .safety import TargetCheck, check_writable_target, stat_target
+from .safety import TargetCheck, check_opened, check_writable_target, stat_target
 
 # <linux/fs.h> ioctls
 BLKSSZGET = 0x1268          # logical block size (int)
@@ -117,6 +117,12 @@ class LinuxBlockDevice(BlockDevice):
         self.direct = bool(direct)
         self._flags = flags
         self._fd = self._open(flags, allow_write)
+        if self.safety is not None:
+            try:
+                check_opened(self._fd, self.safety)
+            except BaseException:
+                self._close_fd()
+                raise
 
         if self.is_block:
             self.device_size_bytes = _ioctl_int(self._fd, BLKGETSIZE64, "Q")

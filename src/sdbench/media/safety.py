@@ -61,6 +61,7 @@ class TargetCheck:
     kind: str                               # "block" or "file"
     device: str = ""                        # kernel name of the block device
     family: list[str] = field(default_factory=list)
+    inode: tuple[int, int] = (0, 0)          # (st_dev, st_ino) of what was checked, see check_opened
 
 
 def stat_target(p: str) -> os.stat_result:
@@ -119,6 +120,20 @@ def read_swaps(proc_root: str = "/proc") -> list[tuple[str, str]]:
         if len(parts) >= 2:
             out.append((_unescape(parts[0]), parts[1]))
     return out
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_opened(fd: int, checked: TargetCheck) -> None:
+    """Refuse when the file opened is not the one the checks looked at (its path was swapped in between)."""
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino) != checked.inode:
+        raise UnsafeTargetError(f"refusing to write to {checked.path}: it was replaced while it was being checked")
 
 
 def _rdev_of(path: str) -> tuple[int, int] | None:
@@ -268,6 +283,16 @@ def check_writable_target(path: str | os.PathLike[str], *, proc_root: str = "/pr
     sysfs = _Sysfs(sys_root)
 
     if stat.S_ISREG(st.st_mode):
+        if not st.st_mode & 0o222:
+            # root may write any file; a file nobody may write was made read-only on purpose (never chmod it)
+            raise UnsafeTargetError(f"refusing to write to {p}: it is read-only (mode {stat.S_IMODE(st.st_mode):04o})")
+        if not os.access(p, os.W_OK):
+            raise SdbenchError(f"no permission to write {p}")
+        for m in mounts:
+            # a filesystem mounted straight from this file (FUSE and the like); loop mounts are caught below
+            if m.source.startswith("/") and _same_file(m.source, p):
+                raise UnsafeTargetError(f"refusing to write to {p}: the filesystem in it is mounted on "
+                                        f"{m.mount_point} ({m.fstype}); unmount it first")
         for fname, _ in swaps:
             try:
                 if os.path.samefile(fname, p):
@@ -275,15 +300,10 @@ def check_writable_target(path: str | os.PathLike[str], *, proc_root: str = "/pr
             except OSError:
                 pass
         for loop, backing in sysfs.loop_backing_files().items():
-            b = backing.removesuffix(" (deleted)")
-            try:
-                same = os.path.samefile(b, p)
-            except OSError:
-                same = False
-            if same:
+            if _same_file(backing.removesuffix(" (deleted)"), p):
                 raise UnsafeTargetError(f"refusing to write to {p}: it backs the attached loop device /dev/{loop} "
                                         f"(detach it first: losetup -d /dev/{loop})")
-        return TargetCheck(p, "file")
+        return TargetCheck(p, "file", inode=(st.st_dev, st.st_ino))
 
     if not stat.S_ISBLK(st.st_mode):
         raise SdbenchError(f"{p} is neither a block device nor a regular file")
@@ -350,4 +370,4 @@ def check_writable_target(path: str | os.PathLike[str], *, proc_root: str = "/pr
 
     if sysfs.read_only(node):
         raise SdbenchError(f"cannot write to {p}: the device is read-only (write-protect switch or ro flag)")
-    return TargetCheck(p, "block", node.name, [m.name for m in family])
+    return TargetCheck(p, "block", node.name, [m.name for m in family], (st.st_dev, st.st_ino))

@@ -51,6 +51,9 @@ from ..options import opt, to_mapping
 from .base import BlockDevice
 
 MODES = ("single-sector", "multi-sector", "background")
+#: bounds of time-like and per-byte figures: far beyond any USB or firmware figure, far inside the floats
+MAX_TIME_US = 10_000_000.0
+MAX_CYCLES_PER_BYTE = 1_000_000.0
 
 
 @dataclass(frozen=True)
@@ -60,10 +63,10 @@ class UsbMscConfig:
     packet_bytes: int = opt(64, unit="B", min=8, max=1024, help="bulk max packet size (full speed: 64)")
     packets_per_frame: int = opt(19, unit="packets", min=1, max=100,
                                  help="bulk packets per frame at most (full speed, 64-byte packets: 19)")
-    frame_us: float = opt(1000.0, unit="µs", min=1.0, help="frame length (full speed: 1 ms)")
+    frame_us: float = opt(1000.0, unit="µs", min=1.0, max=MAX_TIME_US, help="frame length (full speed: 1 ms)")
     cbw_bytes: int = opt(31, unit="B", min=1, help="command block wrapper")
     csw_bytes: int = opt(13, unit="B", min=1, help="command status wrapper")
-    host_turnaround_us: float = opt(125.0, unit="µs", min=0.0,
+    host_turnaround_us: float = opt(125.0, unit="µs", min=0.0, max=MAX_TIME_US,
                                     help="PC: from the completion of one transfer to the first transaction of "
                                          "the next (completion interrupt, mass-storage driver, next submission)")
     device_buffer_bytes: int = opt(4096, unit="B", min=512,
@@ -78,7 +81,8 @@ class UsbMscConfig:
     status_cycles: int = opt(1_200, unit="cycles", min=0, help="device: building and queueing the CSW")
     request_cycles: int = opt(2_400, unit="cycles", min=0,
                               help="background: allocating a request and queueing it (mutex, malloc, queue send)")
-    copy_cycles_per_byte: float = opt(0.25, unit="cycles/B", min=0.0, help="background: copying the request data")
+    copy_cycles_per_byte: float = opt(0.25, unit="cycles/B", min=0.0, max=MAX_CYCLES_PER_BYTE,
+                                      help="background: copying the request data")
     worker_wake_cycles: int = opt(1_200, unit="cycles", min=0,
                                   help="background: the worker task waking up for a queued request")
     queue_depth: int = opt(10, unit="requests", min=1, max=10_000, help="background: requests the queue holds")
@@ -91,6 +95,14 @@ class UsbMscConfig:
         if self.device_buffer_bytes % 512:
             raise ConfigError(f"usbmsc.bridge.device_buffer_bytes = {self.device_buffer_bytes} B must be a "
                               "multiple of 512 B")
+        # cross-field rules (ValueError: the option loader names the table)
+        p = self.packet_bytes
+        if p & (p - 1):  # USB 2.0 5.8.3: bulk max packet sizes are 8, 16, 32, 64 (full speed), 512 (high speed)
+            raise ValueError(f"packet_bytes = {p} B is not a power of two (USB bulk max packet sizes: 8, 16, 32, "
+                             f"64; 512 at high speed)")
+        if self.device_buffer_bytes % p:  # the endpoint buffer holds whole packets
+            raise ValueError(f"device_buffer_bytes = {self.device_buffer_bytes} B is not a whole number of "
+                             f"packet_bytes = {p} B packets")
 
 
 @dataclass

@@ -45,6 +45,7 @@ CONFIG_RECORD_BYTES = 48    # sizeof(wl_config_t): 9 x uint32 padded to a multip
 _STATE = struct.Struct("<16I")
 _CONFIG = struct.Struct("<9I12x")
 CRC_SEED = 0xFFFFFFFF
+U32_MAX = 0xFFFFFFFF
 
 
 def crc32_le(data: bytes, seed: int = CRC_SEED) -> int:
@@ -61,8 +62,50 @@ class WlConfig:
     updaterate: int = opt(16, unit="erases", min=1, help="sector erases between two moves of the dummy sector")
     pos_record_bytes: int = opt(16, unit="B", min=16, help="position record appended per move (wr_size)")
     temp_buff_bytes: int = opt(32, unit="B", min=16, help="copy buffer of a dummy move (read/write piece size)")
-    version: int = opt(2, min=1, help="state format version")
+    version: int = opt(2, min=1, max=U32_MAX, help="state format version")
     device_id_seed: int = opt(1, help="seed of the random device id written at initialisation")
+
+    def __post_init__(self) -> None:
+        # the state and config records store these as uint32 (wl_state_t, wl_config_t); ValueError so the
+        # option loader names the table
+        for name in ("page_size_bytes", "updaterate", "pos_record_bytes", "temp_buff_bytes", "version"):
+            if getattr(self, name) > U32_MAX:
+                raise ValueError(f"{name} = {getattr(self, name)} does not fit the 32-bit field of the WL records")
+        sec = self.sector_size_bytes
+        if self.page_size_bytes % sec:
+            raise ValueError(f"page_size_bytes = {self.page_size_bytes} B is not a multiple of "
+                             f"sector_size_bytes = {sec} B")
+        if sec % self.temp_buff_bytes:
+            raise ValueError(f"temp_buff_bytes = {self.temp_buff_bytes} B does not divide sector_size_bytes = "
+                             f"{sec} B (a dummy move copies a sector in pieces of this size)")
+
+
+@dataclass(frozen=True)
+class WlLayout:
+    """Where wear levelling keeps its sections in a partition (all in bytes)."""
+
+    state_size: int      # one state copy: the record plus one position record per partition sector
+    cfg_size: int        # the config sector(s)
+    flash_size: int      # what the filesystem sees: the data area minus the dummy sector
+
+    @classmethod
+    def of(cls, partition_bytes: int, erase_size: int, cfg: WlConfig) -> "WlLayout":
+        """The layout for a partition; ConfigError when it cannot hold wear levelling.  No device I/O."""
+        sec = cfg.sector_size_bytes
+        if sec % erase_size:
+            raise ConfigError(f"wear levelling sector ({sec} B) is not a multiple of the flash erase size "
+                              f"({erase_size} B)")
+        state_size = sec
+        need = STATE_RECORD_BYTES + (partition_bytes // sec) * cfg.pos_record_bytes
+        if state_size < need:
+            state_size = -(-need // sec) * sec
+        cfg_size = -(-CONFIG_RECORD_BYTES // sec) * sec
+        page = cfg.page_size_bytes
+        flash_size = ((partition_bytes - 2 * state_size - cfg_size) // page - 1) * page  # -1: the dummy sector
+        if flash_size <= 0:
+            raise ConfigError(f"partition of {partition_bytes} B is too small for wear levelling "
+                              f"(needs {2 * state_size + cfg_size + 2 * page} B at least)")
+        return cls(state_size, cfg_size, flash_size)
 
 
 @dataclass
@@ -106,24 +149,10 @@ class WearLevelling(BlockDeviceWrapper):
             raise ConfigError(f"wear levelling needs a byte-addressed flash partition (sector_size 1), "
                               f"got sector_size {g.sector_size}")
         sec = cfg.sector_size_bytes
-        if sec % g.erase_size:
-            raise ConfigError(f"wear levelling sector ({sec} B) is not a multiple of the flash erase size "
-                              f"({g.erase_size} B)")
-        if cfg.page_size_bytes % sec:
-            raise ConfigError(f"wl page_size_bytes ({cfg.page_size_bytes}) must be a multiple of the sector size")
-        if sec % cfg.temp_buff_bytes:
-            raise ConfigError(f"wl temp_buff_bytes ({cfg.temp_buff_bytes}) must divide the sector size")
         full = g.size_bytes
-        state_size = sec
-        need = STATE_RECORD_BYTES + (full // sec) * cfg.pos_record_bytes
-        if state_size < need:
-            state_size = -(-need // sec) * sec
-        cfg_size = -(-CONFIG_RECORD_BYTES // sec) * sec
+        lay = WlLayout.of(full, g.erase_size, cfg)
+        state_size, cfg_size, flash_size = lay.state_size, lay.cfg_size, lay.flash_size
         page = cfg.page_size_bytes
-        flash_size = ((full - 2 * state_size - cfg_size) // page - 1) * page  # -1: the dummy sector
-        if flash_size <= 0:
-            raise ConfigError(f"partition of {full} B is too small for wear levelling "
-                              f"(needs {2 * state_size + cfg_size + 2 * page} B at least)")
         self.config = cfg
         self.state_size = state_size
         self.cfg_size = cfg_size

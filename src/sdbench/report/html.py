@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import io
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..compare import card_table, compare_runs
+from ..output_files import write_atomically
 from ..records import RunRecord
 from ..store import StoredRun
 from . import plots
@@ -36,8 +38,7 @@ def render(runs: Sequence[ReportRun], *, title: str = "sdbench report") -> str:
             for stem, caption, fig in plots.figures(pairs)]
     comparison = warnings = None
     if len(runs) > 1:
-        incomplete = [r.name for r in runs if r.info is not None and r.info.status != "complete"]
-        cmp = compare_runs(pairs, incomplete=incomplete)
+        cmp = compare_runs(pairs)
         comparison = comparison_table(cmp)
         warnings = cmp.warnings
     card = card_table_view([r.name for r in runs], card_table([r.record for r in runs])) if len(runs) > 1 else None
@@ -54,6 +55,8 @@ def write_plots(runs: Sequence[ReportRun], directory: Path, fmt: str) -> list[Pa
     out = []
     for stem, _, fig in plots.figures([(r.name, r.record) for r in runs]):
         path = directory / f"{stem}.{fmt}"
-        plots.save(fig, path, fmt)
+        buf = io.BytesIO()
+        plots.save(fig, buf, fmt)
+        write_atomically(path, buf.getvalue())  # replaces a regular file only, like every output
         out.append(path)
     return out

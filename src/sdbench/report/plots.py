@@ -188,5 +188,5 @@ def svg(fig: Figure) -> str:
     return buf.getvalue()
 
 
-def save(fig: Figure, path: Path, fmt: str) -> None:
-    _render(fig, path, fmt)
+def save(fig: Figure, target: io.IOBase | Path, fmt: str) -> None:
+    _render(fig, target, fmt)

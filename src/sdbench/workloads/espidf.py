@@ -120,6 +120,48 @@ class Target:
         return (fallback,) if fallback is not None else ()
 
 
+#: parts that run both modes ("new_file" and, with ``sd_modes``, "normal": one file that grows every run)
+_SD_FS_PARTS = ("sd_fatfs", "sd_littlefs")
+
+
+def preflight(target: Target, cfg: EspIdfConfig, fs_capacity: Callable[[str], int | None]) -> None:
+    """Refuse, before any I/O, sizes the parts cannot hold: ConfigError naming the option.
+
+    ``fs_capacity(part)`` checks a filesystem part's configuration against its device (no I/O) and returns the
+    bytes of file data it holds at most, or None when it cannot tell."""
+    t = cfg.target_size_bytes
+    largest = max(size for _, size in cfg.sizes())
+    for part in cfg.parts:
+        if part in ("sd_raw", "flash_raw"):
+            dev = target.sd_device if part == "sd_raw" else target.flash_raw_device
+            if dev is None:
+                what = "an SD device" if part == "sd_raw" else "a wear-levelled flash device"
+                raise ConfigError(f"part {part} needs {what} in the scenario")
+            g = dev.geometry
+            if t % g.sector_size:
+                raise ConfigError(f"espidf.target_size_bytes = {t} B is not a whole number of the {g.sector_size} B "
+                                  f"sectors part {part} moves")
+            if t > g.size_bytes:
+                raise ConfigError(f"espidf.target_size_bytes = {t} B does not fit part {part}'s device of "
+                                  f"{g.size_bytes} B (it moves the target size from offset 0)")
+        elif part == "dir":
+            continue  # a mounted directory: the OS reports a full disk itself
+        else:
+            if part not in target.fs_factories:
+                raise ConfigError(f"this target has no filesystem for part {part!r}")
+            cap = fs_capacity(part)
+            if cap is None:
+                continue
+            normal = part in _SD_FS_PARTS and "normal" in cfg.sd_modes
+            runs = cfg.spiffs_runs if part == "flash_spiffs" else cfg.runs
+            need = largest * runs if normal else largest
+            if need > cap:
+                how = (f"espidf.runs = {runs} appends of {largest} B in one file (normal mode)" if normal
+                       else f"a file of {largest} B (1.2 x the target)")
+                raise ConfigError(f"espidf.target_size_bytes = {t} B: part {part} writes {how}, {need} B, but its "
+                                  f"filesystem holds at most {cap} B")
+
+
 def run(target: Target, cfg: EspIdfConfig, ctx: Context, *, seed: int = 1) -> Iterator[Row]:
     """Run the configured parts; yields rows as they finish (callers may store each at once)."""
     rng = random.Random(seed)

@@ -32,7 +32,6 @@ import struct
 import sys
 import threading
 import time
-import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -45,7 +44,7 @@ from ..errors import ConfigError, SdbenchError
 from ..media.base import BlockDeviceError, ReadOnlyError
 from ..media.dirtarget import DirTarget
 from ..media.linux import AlignedBuffer, LinuxBlockDevice
-from ..options import from_mapping, opt, to_mapping
+from ..options import from_mapping, opt, read_toml_file, to_mapping
 from ..records import MIB, Row, RunRecord, make_row
 from ..stats_latency import LatencyHistogram, throughput_timeline
 
@@ -283,18 +282,7 @@ def job_from_mapping(data: dict[str, Any], where: str = "job") -> JobConfig:
 def load_job_file(path: str | os.PathLike[str]) -> list[JobConfig]:
     """Jobs from a TOML file: top-level keys (or a [global] table) are defaults, each other table a job."""
     p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"job file not found: {p}") from None
-    except IsADirectoryError:
-        raise ConfigError(f"job file {p} is a directory") from None
-    except PermissionError:
-        raise ConfigError(f"no permission to read job file {p}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"job file {p} is not text") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"job file {p}: invalid TOML ({e})") from None
+    data = read_toml_file(p, "job file")
     glob = {k: v for k, v in data.items() if not isinstance(v, dict)}
     if isinstance(data.get("global"), dict):
         glob.update(data["global"])

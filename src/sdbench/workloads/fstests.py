@@ -36,9 +36,10 @@ from ..cache import BlockCache, CacheConfig
 from ..clock import VirtualClock
 from ..errors import ConfigError, SdbenchError
 from ..fs.costed import CostedFileSystem
-from ..fs.fat import FatConfig, FatFileSystem
-from ..fs.littlefs import LittleFsConfig, LittleFsFileSystem, _Context
+from ..fs.fat import FatConfig, FatFileSystem, plan_volume
+from ..fs.littlefs import LittleFsConfig, LittleFsFileSystem, _Context, check_geometry
 from ..media.base import BlockDevice, BlockDeviceWrapper
+from ..media.memory import MemoryDevice
 from ..media.sim.bus import SdBus
 from ..media.sim.mpy_sdcard import MicroPythonSdCard, MpySdDriverConfig
 from ..options import from_mapping, opt, to_mapping
@@ -257,6 +258,47 @@ class MpyLittleFs(LittleFsFileSystem):
 
 # ---- the protocol ------------------------------------------------------------------------------
 
+def _cache_config(cfg: FsTestsConfig, c: Combo, cpu_hz: int) -> CacheConfig:
+    table = {**CACHE_DEFAULTS, **cfg.cache, "blocks": c.cache_blocks, "policy": c.policy,
+             "read_ahead_blocks": c.read_ahead - 1, "write_mode": "write-back", "cpu_hz": cpu_hz}
+    return from_mapping(CacheConfig, table, "fs_tests.cache")
+
+
+def preflight(sc: Any, built: Any) -> None:
+    """Refuse, before any I/O, what a configuration of the grid cannot do on the scenario's card: filesystem
+    settings the card cannot hold, workloads larger than the filesystem, cache settings.  ConfigError naming
+    the option."""
+    cfg = config_of(sc)
+    dev = built.target.sd_device
+    if dev is None:
+        raise ConfigError(f"scenario {sc.name}: protocol fs_tests needs an [sd] device")
+    g = dev.geometry  # each configuration's fresh card has the scenario card's geometry
+    host = getattr(dev, "host", None)
+    cpu_hz = host.cpu_hz if host is not None else 240_000_000
+    for wl in cfg.workloads:
+        sizes = [size for n, size in WORKLOADS[wl] for _ in range(n)]
+        for fs in cfg.filesystems:
+            if fs == "fat":
+                lay = plan_volume(g, sc.sd_fat, where="sd_fat")
+                clusters = lay.cluster_count - (1 if lay.fat_type == 32 else 0)
+                need = sum(-(-n // lay.cluster_bytes) for n in sizes)
+                unit, have = lay.cluster_bytes, clusters
+            else:
+                lfs: LittleFsConfig = sc.sd_littlefs
+                blocks = check_geometry(lfs, g, sector_fields=MpyLittleFs.sector_fields, where="sd_littlefs")
+                # small files may live inline in metadata: count bytes, not blocks
+                need, unit, have = sum(sizes), 1, (blocks - 2) * lfs.block_size
+            if need > have:
+                what = f"{need} clusters of {unit} B" if unit > 1 else f"{need} B"
+                room = f"{have} clusters" if unit > 1 else f"{have} B"
+                raise ConfigError(f"fs_tests.workloads: {wl} needs {what} on {fs}; the {g.size_bytes} B card's "
+                                  f"filesystem has {room}")
+    for c in combos(cfg):
+        if c.cache_blocks:
+            # the cache wraps each configuration's card; a sparse stand-in of its geometry checks the ranges
+            BlockCache(MemoryDevice(g), _cache_config(cfg, c, cpu_hz))
+
+
 def _kib_s(nbytes: int):
     return lambda row: (nbytes / KIB) / (row.time_ms / 1000.0) if row.time_ms > 0 else 0.0
 
@@ -319,10 +361,7 @@ def run(sc: Any, built: Any, ctx: Context) -> Iterator[Row]:
             dev: BlockDevice = card
             cache = None
             if c.cache_blocks:
-                table = {**CACHE_DEFAULTS, **cfg.cache, "blocks": c.cache_blocks, "policy": c.policy,
-                         "read_ahead_blocks": c.read_ahead - 1, "write_mode": "write-back", "cpu_hz": cpu_hz}
-                cache_cfg = from_mapping(CacheConfig, table, "fs_tests.cache")
-                cache = dev = BlockCache(card, cache_cfg)
+                cache = dev = BlockCache(card, _cache_config(cfg, c, cpu_hz))
             bdev = MpyBlockDevice(dev, ns(cfg.blockdev_call_cycles))
             inner_fs = FatFileSystem(bdev, fat_cfg) if c.fs == "fat" else MpyLittleFs(bdev, lfs_cfg)
             fs = (CostedFileSystem(inner_fs, clock, ns(host.fs_call_cycles), ns(host.fs_open_cycles))

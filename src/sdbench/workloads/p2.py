@@ -36,6 +36,8 @@ from ..records import Row
 from ..runner import Context
 
 KIB = 1024
+#: test files are generated in memory: 16 MiB, as ESP-IDF's largest target size
+MAX_FILE_BYTES = 16 << 20
 METRICS = ("Mount", "File Open", "Raw Read 1x512B", "Raw Read 64x (32KB)", "Raw Write 1x512B",
            "Raw Write 64x (32KB)", "File Read", "File Write")
 
@@ -45,8 +47,10 @@ class P2Config:
     runs: int = opt(10, unit="iterations", min=1, max=100_000, help="iterations averaged per metric")
     raw_lba: int = opt(0, unit="sector", min=0,
                        help="first sector of the raw tests; 0 = the middle of the card (free space)")
-    file_read_bytes: int = opt(256 * KIB, unit="B", min=512, help="size of the file read test")
-    file_write_bytes: int = opt(32 * KIB, unit="B", min=512, help="size of the file write test")
+    file_read_bytes: int = opt(256 * KIB, unit="B", min=512, max=MAX_FILE_BYTES,
+                               help="size of the file read test (its data is held in memory)")
+    file_write_bytes: int = opt(32 * KIB, unit="B", min=512, max=MAX_FILE_BYTES,
+                                help="size of the file write test (its data is held in memory)")
     file_read_chunk_bytes: int = opt(256 * KIB, unit="B", min=1, help="bytes per read call of the file read test")
     file_write_chunk_bytes: int = opt(32 * KIB, unit="B", min=1, help="bytes per write call of the file write test")
     open_files_in_root: int = opt(2, unit="files", min=1, max=64, help="files in the root directory")
@@ -65,10 +69,40 @@ def kib_per_s(nbytes: int):
     return value
 
 
-def run(device: BlockDevice, make_fs, cfg: P2Config, ctx: Context, *, seed: int = 1) -> Iterator[Row]:
-    """``device`` is the simulated card driver (it must offer ``initialise()``); ``make_fs`` builds FAT on it."""
+#: sectors of the raw tests: one single-sector and one 64-sector transfer at the same LBA
+RAW_SECTORS = 64
+
+
+def raw_lba(device: BlockDevice, cfg: P2Config) -> int:
+    """First sector of the raw tests: ``raw_lba``, or the middle of the card (64-sector aligned)."""
+    return cfg.raw_lba or (device.geometry.sector_count // 2) // RAW_SECTORS * RAW_SECTORS
+
+
+def preflight(device: BlockDevice, cfg: P2Config, cluster_bytes: int | None = None,
+              clusters: int | None = None) -> None:
+    """Refuse, before any I/O, what cannot fit: the raw tests on the card and the files on the FAT volume
+    (``cluster_bytes`` and ``clusters`` for files of the volume the protocol formats).  ConfigError naming
+    the option."""
     if not hasattr(device, "initialise"):
         raise ConfigError("the P2 protocol needs a simulated SD card (media = \"sim\")")
+    g = device.geometry
+    lba = raw_lba(device, cfg)
+    if any(m.startswith("Raw") for m in cfg.metrics) and lba + RAW_SECTORS > g.sector_count:
+        raise ConfigError(f"p2.raw_lba = {lba}: the {RAW_SECTORS}-sector raw tests end past the card's "
+                          f"{g.sector_count} sectors of {g.sector_size} B")
+    if cluster_bytes and clusters is not None:
+        sizes = [cfg.file_read_bytes, cfg.file_write_bytes] + [100] * (cfg.open_files_in_root - 1)
+        need = sum(-(-n // cluster_bytes) for n in sizes)
+        if need > clusters:
+            raise ConfigError(f"p2.file_read_bytes + p2.file_write_bytes = {cfg.file_read_bytes} + "
+                              f"{cfg.file_write_bytes} B (with {cfg.open_files_in_root - 1} small files) need "
+                              f"{need} clusters of {cluster_bytes} B; the FAT volume has {clusters} "
+                              f"({clusters * cluster_bytes} B)")
+
+
+def run(device: BlockDevice, make_fs, cfg: P2Config, ctx: Context, *, seed: int = 1) -> Iterator[Row]:
+    """``device`` is the simulated card driver (it must offer ``initialise()``); ``make_fs`` builds FAT on it."""
+    preflight(device, cfg)
     rng = random.Random(seed)
     want = set(cfg.metrics)
     fs: FileSystem = make_fs()
@@ -106,7 +140,7 @@ def run(device: BlockDevice, make_fs, cfg: P2Config, ctx: Context, *, seed: int 
     # Raw sector tests, in free space away from the files
     vol = RawVolume(device)
     ss = device.geometry.sector_size
-    lba = cfg.raw_lba or (device.geometry.sector_count // 2) // 64 * 64
+    lba = raw_lba(device, cfg)
     for op, count, label in (("read", 1, "Raw Read 1x512B"), ("read", 64, "Raw Read 64x (32KB)"),
                              ("write", 1, "Raw Write 1x512B"), ("write", 64, "Raw Write 64x (32KB)")):
         if label not in want:

@@ -22,7 +22,8 @@ from ..runner import Context
 
 @dataclass(frozen=True)
 class RawSeqConfig:
-    chunk_bytes: int = opt(4096, unit="B", min=512, help="bytes per driver request (multiple of the sector size)")
+    chunk_bytes: int = opt(4096, unit="B", min=512, max=16 << 20,
+                           help="bytes per driver request (multiple of the sector size; held in memory)")
     total_bytes: int = opt(1 << 20, unit="B", min=512, help="bytes written and read per pass")
     passes: int = opt(1, min=1, max=1000, help="write+read passes")
     start_lba: int = opt(0, unit="sector", min=0, help="first sector; 0 = the middle of the card")
@@ -33,12 +34,37 @@ def mb_per_s(nbytes: int):
     return lambda row: (nbytes / 1e6) / (row.time_ms / 1000.0) if row.time_ms > 0 else 0.0
 
 
+def start_lba(device: BlockDevice, cfg: RawSeqConfig) -> int:
+    """First sector of the test: ``start_lba``, or the middle of the card (8192-sector aligned)."""
+    return cfg.start_lba or (device.geometry.sector_count // 2) // 8192 * 8192
+
+
+def preflight(device: BlockDevice, cfg: RawSeqConfig) -> None:
+    """Refuse, before any I/O, requests the device cannot take: ConfigError naming the option."""
+    g = device.geometry
+    ss = g.sector_size
+    if cfg.chunk_bytes % ss:
+        raise ConfigError(f"raw.chunk_bytes = {cfg.chunk_bytes} B is not a whole number of the device's {ss} B "
+                          f"sectors")
+    if cfg.total_bytes % cfg.chunk_bytes:
+        raise ConfigError(f"raw.total_bytes = {cfg.total_bytes} B is not a multiple of raw.chunk_bytes = "
+                          f"{cfg.chunk_bytes} B")
+    start = start_lba(device, cfg)
+    if start >= g.sector_count:
+        raise ConfigError(f"raw.start_lba = {start} is past the end of the device ({g.sector_count} sectors of "
+                          f"{ss} B)")
+    room = (g.sector_count - start) * ss
+    if cfg.total_bytes > room:
+        where = "raw.start_lba" if cfg.start_lba else "the middle of the device"
+        raise ConfigError(f"raw.total_bytes = {cfg.total_bytes} B does not fit: from sector {start} ({where}) "
+                          f"the {g.size_bytes} B device has {room} B left")
+
+
 def run(device: BlockDevice, cfg: RawSeqConfig, ctx: Context, *, seed: int = 1) -> Iterator[Row]:
+    preflight(device, cfg)
     ss = device.geometry.sector_size
-    if cfg.chunk_bytes % ss or cfg.total_bytes % cfg.chunk_bytes:
-        raise ConfigError(f"raw.chunk_bytes must be a multiple of {ss} B and divide raw.total_bytes")
     vol = RawVolume(device)
-    start = cfg.start_lba or (device.geometry.sector_count // 2) // 8192 * 8192
+    start = start_lba(device, cfg)
     calls = cfg.total_bytes // cfg.chunk_bytes
     data = random.Random(seed).randbytes(cfg.chunk_bytes)
     w = ctx.row(f"{cfg.label_prefix} write", "write", cfg.chunk_bytes, (device,), unit="MB/s",

@@ -59,11 +59,11 @@ def run_stream(target: LinuxBlockDevice | DirTarget, *, size_mib: int = 40, chun
         if target.read_only:
             raise ReadOnlyError(f"{target.path} is open read-only; the stream test writes (--allow-write)")
         if total > target.window_bytes:
-            raise SdbenchError(f"{target.path} is too small: the stream needs {total} B, the target has "
-                               f"{target.window_bytes} B")
+            raise ConfigError(f"{target.path} is too small: the stream needs {total} B ({size_mib} MiB), the "
+                              f"target has {target.window_bytes} B")
         if target.direct and chunk_bytes % target.logical_block_bytes:
-            raise SdbenchError(f"chunk size must be a multiple of the {target.logical_block_bytes}-byte "
-                               f"logical block size of {target.path}")
+            raise ConfigError(f"chunk size {chunk_bytes} B must be a multiple of the {target.logical_block_bytes}-"
+                              f"byte logical block size of {target.path}")
         if direct == target.direct:
             fd, owns, is_direct = target.fd, False, target.direct
         else:

@@ -81,6 +81,30 @@ def _card(sc: Any, clock: VirtualClock) -> BlockDevice:
     return BlockCache(dev, cache_cfg) if cache_cfg is not None else dev
 
 
+def _regions(cfg: UsbMscProtocolConfig, sector_count: int, ss: int) -> tuple[int, int]:
+    """(first sector, bytes per mode's region): regions are AU-aligned, from ``start_lba`` or mid-card."""
+    region = -(-cfg.total_bytes // REGION_ALIGN_BYTES) * REGION_ALIGN_BYTES
+    au = REGION_ALIGN_BYTES // ss
+    return cfg.start_lba or (sector_count // 2) // au * au, region
+
+
+def preflight(sc: Any, built: Any) -> None:
+    """Refuse, before any I/O, regions that do not fit the card: ConfigError naming the option."""
+    cfg = config_of(sc)
+    kind = sc.media_config("sd")[0] if sc.sd else None
+    dev = built.target.sd_device
+    if kind != "sim" or dev is None:
+        raise ConfigError(f"scenario {sc.name}: protocol usbmsc needs a simulated card ([sd] media = \"sim\")")
+    g = dev.geometry  # the run's card is built from the same profile
+    first, region = _regions(cfg, g.sector_count, g.sector_size)
+    n = len(_modes(cfg))
+    need = first * g.sector_size + n * region
+    if need > g.size_bytes:
+        start = "usbmsc.start_lba" if cfg.start_lba else "the middle of the card"
+        raise ConfigError(f"usbmsc.total_bytes = {cfg.total_bytes} B: {n} mode region(s) of {region} B from sector "
+                          f"{first} ({start}) end at {need} B, past the card's {g.size_bytes} B")
+
+
 def run(sc: Any, built: Any, ctx: Context) -> Iterator[Row]:
     cfg = config_of(sc)
     clock = ctx.clock
@@ -91,12 +115,11 @@ def run(sc: Any, built: Any, ctx: Context) -> Iterator[Row]:
     built.target.sd_device = bottom(card)  # the card this run used (sdbench trace reads its command log)
     card_clock.advance_ns(clock.now_ns(), "idle")
     ss = card.geometry.sector_size
-    region = -(-cfg.total_bytes // REGION_ALIGN_BYTES) * REGION_ALIGN_BYTES
-    au = REGION_ALIGN_BYTES // ss
-    first = cfg.start_lba or (card.geometry.sector_count // 2) // au * au
+    first, region = _regions(cfg, card.geometry.sector_count, ss)
     modes = _modes(cfg)
     if first * ss + len(modes) * region > card.geometry.size_bytes:
-        raise ConfigError("usbmsc: the regions of the modes do not fit on the card (lower start_lba or total_bytes)")
+        raise ConfigError(f"usbmsc.total_bytes = {cfg.total_bytes} B: the regions of the modes do not fit the "
+                          f"{card.geometry.size_bytes} B card (lower usbmsc.start_lba or usbmsc.total_bytes)")
     calls = cfg.total_bytes // cfg.request_bytes
     data = random.Random(sc.seed).randbytes(cfg.request_bytes)
     meta: dict[str, Any] = {"bridge": to_mapping(cfg.bridge), "request_bytes": cfg.request_bytes,

@@ -29,19 +29,28 @@ from dataclasses import dataclass
 
 from ...options import opt
 
+#: bound of time-like card figures: far beyond any SD timeout (write busy 250 ms SDHC / 500 ms SDXC), and far
+#: inside what the virtual clock's arithmetic holds
+MAX_TIME_US = 10_000_000.0
+MAX_TIME_MS = MAX_TIME_US / 1000.0
+#: SDUC, the largest SD capacity class: up to 128 TiB
+MAX_CAPACITY_BYTES = 128 << 40
+
 
 @dataclass(frozen=True)
 class CardProfile:
     name: str = opt("generic", help="card name")
     description: str = opt("", help="what card this is and where its figures come from")
-    capacity_bytes: int = opt(16_000_000_000, unit="B", min=1 << 20, help="user capacity")
-    read_access_us: float = opt(250.0, unit="µs", min=0, help="read command to first data block")
-    read_block_gap_us: float = opt(2.0, unit="µs", min=0,
+    capacity_bytes: int = opt(16_000_000_000, unit="B", min=1 << 20, max=MAX_CAPACITY_BYTES,
+                               help="user capacity, whole 512-byte sectors (SDUC cards reach 128 TiB)")
+    read_access_us: float = opt(250.0, unit="µs", min=0, max=MAX_TIME_US, help="read command to first data block")
+    read_block_gap_us: float = opt(2.0, unit="µs", min=0, max=MAX_TIME_US,
                                    help="extra time per further block of a multi-block read")
-    write_busy_single_us: float = opt(400.0, unit="µs", min=0, help="busy after a single-block write (CMD24)")
-    write_busy_block_us: float = opt(10.0, unit="µs", min=0,
+    write_busy_single_us: float = opt(400.0, unit="µs", min=0, max=MAX_TIME_US,
+                                      help="busy after a single-block write (CMD24)")
+    write_busy_block_us: float = opt(10.0, unit="µs", min=0, max=MAX_TIME_US,
                                      help="busy after each block inside a multi-block write (CMD25)")
-    write_busy_end_us: float = opt(1200.0, unit="µs", min=0,
+    write_busy_end_us: float = opt(1200.0, unit="µs", min=0, max=MAX_TIME_US,
                                    help="busy after the last block of a multi-block write (buffer flush)")
     page_bytes: int = opt(16384, unit="B", min=512, help="flash page: smallest unit the card programs")
     small_write_unit_bytes: int = opt(512, unit="B", min=512,
@@ -54,25 +63,57 @@ class CardProfile:
     open_aus: int = opt(2, unit="AUs", min=1, max=64, help="AUs the card keeps open for writing at once")
     preconditioned: bool = opt(True, help="every page holds data from earlier use (a card that has been written "
                                           "all over), so merges copy what the update block did not rewrite")
-    first_write_ms: float = opt(0.0, unit="ms", min=0,
+    first_write_ms: float = opt(0.0, unit="ms", min=0, max=MAX_TIME_MS,
                                 help="extra busy of the first write after power-up (loading the mapping tables)")
     initial_update_fill_bytes: int = opt(0, unit="B", min=0,
                                          help="bytes already in AU 0's update block when the run starts "
                                               "(state left by earlier use)")
-    merge_base_ms: float = opt(0.0, unit="ms", min=0, help="fixed cost of a merge that copies (erase, bookkeeping)")
-    switch_merge_ms: float = opt(2.0, unit="ms", min=0,
+    merge_base_ms: float = opt(0.0, unit="ms", min=0, max=MAX_TIME_MS,
+                               help="fixed cost of a merge that copies (erase, bookkeeping)")
+    switch_merge_ms: float = opt(2.0, unit="ms", min=0, max=MAX_TIME_MS,
                                  help="cost of a switch merge (an AU written front to back becomes the data block: "
                                       "only the old block is erased); NAND block erase typical")
-    merge_copy_us_per_kib: float = opt(0.0, unit="µs/KiB", min=0, help="cost of copying one KiB of valid data "
-                                                                       "during a merge")
+    merge_copy_us_per_kib: float = opt(0.0, unit="µs/KiB", min=0, max=MAX_TIME_US,
+                                       help="cost of copying one KiB of valid data during a merge")
     pause_probability: float = opt(0.0, min=0.0, max=1.0,
                                    help="chance per write command of a background pause (seeded)")
-    pause_median_ms: float = opt(50.0, unit="ms", min=0, help="median length of a background pause")
+    pause_median_ms: float = opt(50.0, unit="ms", min=0, max=MAX_TIME_MS, help="median length of a background pause")
     pause_sigma: float = opt(0.8, min=0.0, max=5.0, help="lognormal shape of pause lengths")
-    erase_busy_us: float = opt(250.0, unit="µs", min=0, help="busy per erase command (CMD38)")
-    erase_busy_per_sector_us: float = opt(0.05, unit="µs", min=0, help="additional erase busy per sector")
-    init_ms: float = opt(250.0, unit="ms", min=0, help="power-up initialisation: ACMD41 loop until ready")
+    erase_busy_us: float = opt(250.0, unit="µs", min=0, max=MAX_TIME_US, help="busy per erase command (CMD38)")
+    erase_busy_per_sector_us: float = opt(0.05, unit="µs", min=0, max=MAX_TIME_US,
+                                          help="additional erase busy per sector")
+    init_ms: float = opt(250.0, unit="ms", min=0, max=MAX_TIME_MS,
+                         help="power-up initialisation: ACMD41 loop until ready")
     erased_byte: int = opt(0, min=0, max=255, help="value read back after an erase (DATA_STAT_AFTER_ERASE)")
+    default_speed_max_clock_hz: int = opt(25_000_000, unit="Hz", min=100_000,
+                                          help="highest bus clock in Default Speed, SD or SPI mode (SD Physical "
+                                               "Layer spec: 25 MHz, CSD TRAN_SPEED 0x32)")
+    high_speed_max_clock_hz: int = opt(50_000_000, unit="Hz", min=0,
+                                       help="highest bus clock after the host switched the card to High Speed "
+                                            "with CMD6 (SD spec: 50 MHz at 3.3 V, TRAN_SPEED 0x5A); 0 = the card "
+                                            "has no High Speed mode")
+
+    def __post_init__(self) -> None:
+        # what the FTL model divides by or sizes with; ValueError so the option loader names the table
+        if self.capacity_bytes % 512:
+            raise ValueError(f"capacity_bytes = {self.capacity_bytes} B is not a whole number of 512-byte sectors")
+        if self.au_bytes % self.page_bytes:
+            raise ValueError(f"au_bytes = {self.au_bytes} B is not a whole number of page_bytes = "
+                             f"{self.page_bytes} B pages")
+        if self.update_block_bytes < self.page_bytes:
+            raise ValueError(f"update_block_bytes = {self.update_block_bytes} B cannot hold one page of "
+                             f"page_bytes = {self.page_bytes} B")
+        if self.small_write_unit_bytes > self.page_bytes:
+            raise ValueError(f"small_write_unit_bytes = {self.small_write_unit_bytes} B is above page_bytes = "
+                             f"{self.page_bytes} B (it is the space a write shorter than a page takes)")
+        hs, ds = self.high_speed_max_clock_hz, self.default_speed_max_clock_hz
+        if hs and hs < ds:
+            raise ValueError(f"high_speed_max_clock_hz = {hs} Hz is below default_speed_max_clock_hz = {ds} Hz")
+
+    def max_clock_hz(self, high_speed: bool) -> int:
+        """The card's bus clock limit: in High Speed when the host switches to it and the card has it."""
+        return self.high_speed_max_clock_hz if high_speed and self.high_speed_max_clock_hz else \
+            self.default_speed_max_clock_hz
 
 
 @dataclass

@@ -53,6 +53,7 @@ from ... import profiles
 from ...options import from_mapping, opt, to_mapping
 from ..base import BlockDevice, Geometry
 from ..wl import WearLevelling, WlConfig
+from .card import MAX_TIME_US
 from .nor import (ADDR_BITS, BLOCK64_BYTES, CMD_CLOCKS, READ_MODES, RDSR_CLOCKS, SECTOR_BYTES, FlashChipProfile,
                   NorChipConfig, NorFlashChip, load_chip_profile)
 
@@ -81,15 +82,19 @@ class EspFlashHostProfile:
     write_chunk_bytes: int = opt(8192, unit="B", min=1,
                                  help="bytes per lock section of a write (MAX_WRITE_CHUNK, "
                                       "CONFIG_SPI_FLASH_WRITE_CHUNK_SIZE)")
-    poll_interval_us: float = opt(20.0, unit="µs", min=0, help="delay between RDSR polls (CHIP_WAIT_IDLE_INTERVAL_US)")
+    poll_interval_us: float = opt(20.0, unit="µs", min=0, max=MAX_TIME_US,
+                                  help="delay between RDSR polls (CHIP_WAIT_IDLE_INTERVAL_US)")
     extra_dummy_clocks: int = opt(0, unit="clocks", min=0, max=16,
                                   help="extra read dummy clocks for GPIO-matrix input delay (0 on IOMUX pins)")
-    rtos_tick_hz: int = opt(100, unit="Hz", min=1, help="FreeRTOS tick (CONFIG_FREERTOS_HZ)")
+    rtos_tick_hz: int = opt(100, unit="Hz", min=1, max=1000, help="FreeRTOS tick (CONFIG_FREERTOS_HZ: 1..1000 Hz)")
     yield_during_erase: bool = opt(True, help="CONFIG_SPI_FLASH_YIELD_DURING_ERASE (also checked per write chunk)")
-    erase_yield_duration_ms: float = opt(20.0, unit="ms", min=0,
+    erase_yield_duration_ms: float = opt(20.0, unit="ms", min=0, max=MAX_TIME_US / 1000,
                                          help="hold time before a yield (CONFIG_SPI_FLASH_ERASE_YIELD_DURATION_MS)")
     erase_yield_ticks: int = opt(1, unit="ticks", min=1,
                                  help="vTaskDelay of a yield (CONFIG_SPI_FLASH_ERASE_YIELD_TICKS)")
+    max_flash_clock_hz: int = opt(0, unit="Hz", min=0,
+                                  help="highest SPI1 flash clock the chip's flash controller runs (ESP32: 80 MHz, "
+                                       "the top CONFIG_ESPTOOLPY_FLASHFREQ choice); 0 = no limit of its own")
 
     def cycles_ns(self, cycles: float) -> float:
         return cycles * 1e9 / self.cpu_hz
@@ -140,6 +145,9 @@ class Esp32FlashDriver(BlockDevice):
                               f"{cap // 1024} KiB chip {chip.profile.name}")
         super().__init__(Geometry(sector_size=1, sector_count=size, read_size=1, prog_size=1,
                                   erase_size=SECTOR_BYTES, erase_value=0xFF), chip.clock, read_only=read_only)
+        if prof.max_flash_clock_hz and prof.flash_clock_hz > prof.max_flash_clock_hz:
+            raise ConfigError(f"flash host {prof.name}: flash_clock_hz = {prof.flash_clock_hz} Hz is above the host's "
+                              f"limit {prof.max_flash_clock_hz} Hz (max_flash_clock_hz)")
         chip.set_bus_clock(prof.flash_clock_hz)
         chip.check_read_mode(prof.flash_mode)
         self.chip = chip

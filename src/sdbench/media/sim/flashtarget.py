@@ -19,11 +19,11 @@ from typing import Any, Callable
 from ...clock import VirtualClock
 from ...errors import ConfigError
 from ...fs.costed import CostedFileSystem
-from ...fs.fat import FatConfig, FatFileSystem
-from ...fs.littlefs import LittleFsConfig, LittleFsFileSystem
+from ...fs.fat import FatConfig, FatFileSystem, plan_volume, volume_capacity_bytes
+from ...fs.littlefs import LittleFsConfig, LittleFsFileSystem, check_geometry
 from ...options import from_mapping, opt, to_mapping
-from ..base import BlockDevice, BlockDeviceWrapper
-from ..wl import WearLevelling, WlConfig
+from ..base import BlockDevice, BlockDeviceWrapper, Geometry
+from ..wl import WearLevelling, WlConfig, WlLayout
 from .esp_flash import Esp32FlashDriver, load_esp_flash_host
 from .nor import NorChipConfig, NorFlashChip, load_chip_profile
 
@@ -81,12 +81,14 @@ class FlashTarget:
         self.raw_device = WlRawView(WearLevelling(self.partition, WlConfig(device_id_seed=seed)))
         self.fs_factories: dict[str, Callable[[], Any]] = {
             "flash_fatfs": lambda: FatFileSystem(WearLevelling(self.partition, WlConfig(device_id_seed=seed)),
-                                                 cfg.fat),
-            "flash_littlefs": lambda: LittleFsFileSystem(self.partition, cfg.littlefs),
+                                                 cfg.fat, where="flash.fat"),
+            "flash_littlefs": lambda: LittleFsFileSystem(self.partition, cfg.littlefs, where="flash.littlefs"),
         }
         spiffs = _spiffs_factory(self.partition, cfg.spiffs)
         if spiffs is not None:
             self.fs_factories["flash_spiffs"] = spiffs
+        self._spiffs = spiffs
+        self._seed = seed
         call_ns = cfg.fs_call_cycles * 1e9 / host.cpu_hz
         for part, make in list(self.fs_factories.items()):
             self.fs_factories[part] = lambda make=make: CostedFileSystem(make(), clock, call_ns)
@@ -97,6 +99,28 @@ class FlashTarget:
                      "partition_offset_bytes": cfg.partition_offset_bytes,
                      "partition_size_bytes": cfg.partition_size_bytes, "fat": to_mapping(cfg.fat),
                      "littlefs": to_mapping(cfg.littlefs), "spiffs": cfg.spiffs}
+
+    def check_part(self, part: str) -> int | None:
+        """Check a part's filesystem against the partition without touching the chip (no clock time passes);
+        returns the bytes of file data it can hold at most, or None for a part this target has not.
+        Raises ConfigError naming the option."""
+        g = self.partition.geometry
+        if part == "flash_raw":
+            return self.raw_device.geometry.size_bytes
+        if part == "flash_fatfs":
+            wl_cfg = WlConfig(device_id_seed=self._seed)  # as the flash_fatfs factory builds it
+            wl = WlLayout.of(g.size_bytes, g.erase_size, wl_cfg)
+            sec = wl_cfg.sector_size_bytes
+            lay = plan_volume(Geometry(sector_size=sec, sector_count=wl.flash_size // sec), self.cfg.fat,
+                              where="flash.fat")
+            return volume_capacity_bytes(lay)
+        if part == "flash_littlefs":
+            lfs = self.cfg.littlefs
+            blocks = check_geometry(lfs, g, where="flash.littlefs")
+            return (blocks - 2) * lfs.block_size  # the superblock pair holds no file data
+        if part == "flash_spiffs" and self._spiffs is not None:
+            return self._spiffs().size_bytes  # constructing SPIFFS checks its geometry; it reads nothing
+        return None
 
     def close(self) -> None:
         """Nothing to release: the chip lives in memory."""

@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from ...options import opt
 
 DRIVERS = ("sdmmc", "sdspi", "p2spi", "generic")
+#: bound of time-like profile values: longer than any SD or driver timeout by far, and well inside the floats
+MAX_TIME_US = 10_000_000.0
+#: bound of per-byte software costs (a millisecond per byte even at 1 GHz)
+MAX_CYCLES_PER_BYTE = 1_000_000.0
 
 
 @dataclass(frozen=True)
@@ -25,10 +29,12 @@ class HostProfile:
                                   help="software cost of one command transaction (set up, interrupt, wake-up)")
     block_cycles: int = opt(0, unit="cycles", min=0,
                             help="software cost per 512-byte data block (per-block transactions, DMA refill)")
-    byte_cycles: float = opt(0.0, unit="cycles/B", min=0,
+    byte_cycles: float = opt(0.0, unit="cycles/B", min=0, max=MAX_CYCLES_PER_BYTE,
                              help="software cost per data byte moved by the CPU (bit-banging, smart-pin FIFO)")
-    crc_cycles_per_byte: float = opt(0.0, unit="cycles/B", min=0, help="software CRC16 over data blocks")
-    copy_cycles_per_byte: float = opt(0.25, unit="cycles/B", min=0, help="memcpy cost (bounce buffers, copies)")
+    crc_cycles_per_byte: float = opt(0.0, unit="cycles/B", min=0, max=MAX_CYCLES_PER_BYTE,
+                                     help="software CRC16 over data blocks")
+    copy_cycles_per_byte: float = opt(0.25, unit="cycles/B", min=0, max=MAX_CYCLES_PER_BYTE,
+                                      help="memcpy cost (bounce buffers, copies)")
     call_cycles: int = opt(0, unit="cycles", min=0,
                            help="cost of one block-device call above the driver (VFS, diskio glue)")
     fs_call_cycles: int = opt(0, unit="cycles", min=0,
@@ -37,10 +43,20 @@ class HostProfile:
     fs_open_cycles: int = opt(0, unit="cycles", min=0,
                               help="cost of one file open() through the VFS and filesystem, excluding device I/O")
     dma_align_bytes: int = opt(4, unit="B", min=1, help="buffer address alignment the DMA needs; 1 = none")
-    rtos_tick_hz: int = opt(100, unit="Hz", min=1, help="RTOS tick (vTaskDelay(1) waits for the next tick)")
-    poll_yield_after_us: float = opt(100_000.0, unit="µs", min=0,
+    rtos_tick_hz: int = opt(100, unit="Hz", min=1, max=1000,
+                            help="RTOS tick (vTaskDelay(1) waits for the next tick); FreeRTOS in ESP-IDF allows "
+                                 "1..1000 Hz (CONFIG_FREERTOS_HZ)")
+    poll_yield_after_us: float = opt(100_000.0, unit="µs", min=1.0, max=MAX_TIME_US,
                                      help="sdmmc: busy polling with CMD13 yields one tick after this long, "
                                           "then after doubling intervals")
+    max_bus_clock_hz: int = opt(0, unit="Hz", min=0,
+                                help="highest bus clock the host and its driver generate (e.g. ESP-IDF's SDMMC "
+                                     "host: 160 MHz / 4 = 40 MHz); 0 = no limit of its own")
+    min_clock_divider: int = opt(0, min=0,
+                                 help="the bus clock is cpu_hz divided by at least this (a clock made by the CPU's "
+                                      "own pins); 0 = not tied to cpu_hz")
+    high_speed: bool = opt(True, help="the driver switches a card that has it to High Speed (CMD6), allowing "
+                                      "clocks above the card's Default Speed limit (ESP-IDF's SDSPI does not)")
 
     def cycles_ns(self, cycles: float) -> float:
         return cycles * 1e9 / self.cpu_hz

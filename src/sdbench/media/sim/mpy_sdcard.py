@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from ...errors import ConfigError
 from ...options import opt
 from .bus import SdBus
-from .card import CardProfile
+from .card import MAX_TIME_US, CardProfile
 from .host import HostProfile
 from .sdhost import SECTOR, SdHostDriver
 
@@ -43,7 +43,7 @@ class MpySdDriverConfig:
     poll_cycles: int = opt(6000, unit="cycles", min=0,
                            help="host cycles of one polling iteration beyond its SPI byte (a Python loop turn, "
                                 "a 1-byte machine.SPI call, the ESP-IDF transaction set-up)")
-    token_retry_sleep_us: float = opt(1000.0, unit="µs", min=0,
+    token_retry_sleep_us: float = opt(1000.0, unit="µs", min=0, max=MAX_TIME_US,
                                       help="sleep between start-token polls while the card is not ready "
                                            "(time.sleep_ms(1) in readinto)")
 

@@ -55,6 +55,9 @@ STATUS_WEL = 0x02
 CMD_CLOCKS = 8          # every command starts with an 8-bit opcode on one lane
 ADDR_BITS = 24          # 3-byte addressing (parts up to 16 MiB)
 RDSR_CLOCKS = 16        # opcode + one status byte
+#: bounds of datasheet times: far beyond any NOR part's program (ms) and block erase (seconds) maxima
+MAX_PROGRAM_US = 1_000_000.0
+MAX_ERASE_MS = 100_000.0
 
 
 @dataclass(frozen=True)
@@ -105,18 +108,20 @@ class FlashChipProfile:
     max_read_clock_hz: int = opt(50_000_000, unit="Hz", min=1_000_000, help="highest SCLK for READ (03h)")
     dual_io: bool = opt(True, help="supports dual output / dual I/O reads (3Bh, BBh)")
     quad_io: bool = opt(True, help="supports quad output / quad I/O reads (6Bh, EBh)")
-    byte_program_first_typ_us: float = opt(30.0, unit="µs", min=0, help="tBP1: program time of the first byte")
-    byte_program_first_max_us: float = opt(50.0, unit="µs", min=0, help="tBP1 maximum")
-    byte_program_next_typ_us: float = opt(2.5, unit="µs", min=0, help="tBP2: each further byte of a program")
-    byte_program_next_max_us: float = opt(12.0, unit="µs", min=0, help="tBP2 maximum")
-    page_program_typ_us: float = opt(400.0, unit="µs", min=0, help="tPP: full page program")
-    page_program_max_us: float = opt(3000.0, unit="µs", min=0, help="tPP maximum")
-    sector_erase_typ_ms: float = opt(45.0, unit="ms", min=0, help="tSE: 4 KiB sector erase")
-    sector_erase_max_ms: float = opt(400.0, unit="ms", min=0, help="tSE maximum")
-    block32_erase_typ_ms: float = opt(120.0, unit="ms", min=0, help="tBE1: 32 KiB block erase")
-    block32_erase_max_ms: float = opt(1600.0, unit="ms", min=0, help="tBE1 maximum")
-    block64_erase_typ_ms: float = opt(150.0, unit="ms", min=0, help="tBE2: 64 KiB block erase")
-    block64_erase_max_ms: float = opt(2000.0, unit="ms", min=0, help="tBE2 maximum")
+    byte_program_first_typ_us: float = opt(30.0, unit="µs", min=0, max=MAX_PROGRAM_US,
+                                           help="tBP1: program time of the first byte")
+    byte_program_first_max_us: float = opt(50.0, unit="µs", min=0, max=MAX_PROGRAM_US, help="tBP1 maximum")
+    byte_program_next_typ_us: float = opt(2.5, unit="µs", min=0, max=MAX_PROGRAM_US,
+                                          help="tBP2: each further byte of a program")
+    byte_program_next_max_us: float = opt(12.0, unit="µs", min=0, max=MAX_PROGRAM_US, help="tBP2 maximum")
+    page_program_typ_us: float = opt(400.0, unit="µs", min=0, max=MAX_PROGRAM_US, help="tPP: full page program")
+    page_program_max_us: float = opt(3000.0, unit="µs", min=0, max=MAX_PROGRAM_US, help="tPP maximum")
+    sector_erase_typ_ms: float = opt(45.0, unit="ms", min=0, max=MAX_ERASE_MS, help="tSE: 4 KiB sector erase")
+    sector_erase_max_ms: float = opt(400.0, unit="ms", min=0, max=MAX_ERASE_MS, help="tSE maximum")
+    block32_erase_typ_ms: float = opt(120.0, unit="ms", min=0, max=MAX_ERASE_MS, help="tBE1: 32 KiB block erase")
+    block32_erase_max_ms: float = opt(1600.0, unit="ms", min=0, max=MAX_ERASE_MS, help="tBE1 maximum")
+    block64_erase_typ_ms: float = opt(150.0, unit="ms", min=0, max=MAX_ERASE_MS, help="tBE2: 64 KiB block erase")
+    block64_erase_max_ms: float = opt(2000.0, unit="ms", min=0, max=MAX_ERASE_MS, help="tBE2 maximum")
     busy_time_sigma: float = opt(0.1, min=0.0, max=2.0,
                                  help="log-space spread of program/erase times around typical (lognormal, "
                                       "median = typical, clipped to maximum); 0 = always typical")

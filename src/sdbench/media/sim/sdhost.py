@@ -48,6 +48,30 @@ class CommandEvent:
     repeat: int = 1    # e.g. CMD13 polled n times back to back
 
 
+def check_bus_clock(host: HostProfile, bus: SdBus, card: CardProfile, *, where: str = "sd.bus") -> None:
+    """Refuse a bus clock the host cannot generate or the card does not take in that mode (ConfigError naming
+    the option and the limit)."""
+    clk = bus.cfg.clock_hz
+    if host.max_bus_clock_hz and clk > host.max_bus_clock_hz:
+        raise ConfigError(f"{where}.clock_hz = {clk} Hz is above host {host.name}'s limit {host.max_bus_clock_hz} Hz "
+                          f"(max_bus_clock_hz)")
+    if host.min_clock_divider and clk * host.min_clock_divider > host.cpu_hz:
+        raise ConfigError(f"{where}.clock_hz = {clk} Hz is above host {host.name}'s limit "
+                          f"{host.cpu_hz // host.min_clock_divider} Hz (cpu_hz {host.cpu_hz} Hz / min_clock_divider "
+                          f"{host.min_clock_divider})")
+    limit = card.max_clock_hz(host.high_speed)
+    if clk > limit:
+        mode = "SPI mode" if bus.is_spi else "SD mode"
+        if limit == card.high_speed_max_clock_hz:
+            why = "High Speed"
+        elif card.high_speed_max_clock_hz:
+            why = f"Default Speed: host {host.name}'s driver does not switch cards to High Speed"
+        else:
+            why = "Default Speed: the card has no High Speed mode"
+        raise ConfigError(f"{where}.clock_hz = {clk} Hz is above card {card.name}'s limit {limit} Hz in {mode} "
+                          f"({why})")
+
+
 class SdHostDriver(BlockDevice):
     kind = "sim-sd"
 
@@ -57,6 +81,7 @@ class SdHostDriver(BlockDevice):
             raise ConfigError(f"host driver {host.driver} needs bus.kind = \"spi\", not {bus.cfg.kind!r}")
         if host.driver == "sdmmc" and bus.is_spi:
             raise ConfigError("host driver sdmmc drives SD mode (sd1/sd4), not SPI; use sdspi")
+        check_bus_clock(host, bus, card)
         geometry = Geometry(sector_size=SECTOR, sector_count=card.capacity_bytes // SECTOR,
                             erase_value=card.erased_byte)
         super().__init__(geometry, clock)
