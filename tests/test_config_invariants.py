@@ -33,7 +33,7 @@ from sdbench.fs.littlefs import LittleFsConfig, check_geometry
 from sdbench.media.base import Geometry
 from sdbench.media.sim.bus import BusConfig, SdBus
 from sdbench.media.sim.sdhost import SdHostDriver
-from sdbench.media.sim.sdtarget import load_card, load_host
+from sdbench.stack.sd import load_card, load_host
 from sdbench.media.usbmsc import UsbMscConfig
 from sdbench.media.wl import WlConfig
 from sdbench.options import from_mapping

@@ -12,7 +12,8 @@ from sdbench.media import MemoryDevice, TraceDevice
 from sdbench.runner import Context
 from sdbench.clock import WallClock
 from sdbench.workloads import espidf
-from sdbench.workloads.espidf import EspIdfConfig, Target, espidf_line
+from sdbench.stack import Target
+from sdbench.workloads.espidf import EspIdfConfig, espidf_line
 
 
 class SpyFile(File):

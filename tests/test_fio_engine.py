@@ -12,7 +12,7 @@ import pytest
 
 from sdbench.errors import ConfigError, SdbenchError
 from sdbench.media.base import ReadOnlyError
-from sdbench.media.dirtarget import DirTarget
+from sdbench.fs.hostdir import DirTarget
 from sdbench.media.linux import LinuxBlockDevice
 from sdbench.records import MIB, Results
 from sdbench.stats_latency import LatencyHistogram, exact_percentile, throughput_timeline
@@ -63,6 +63,22 @@ def test_block_trailer_round_trip_and_detection():
     blocks[bs + 100] ^= 1
     swapped = bytes(blocks[bs:2 * bs] + blocks[:bs] + blocks[2 * bs:])  # misplaced blocks
     assert fio.check_blocks(swapped, bs, 8192, 77) == [8192, 8192 + bs]
+
+
+def test_stamp_crc_is_the_crc32c_check_value():
+    import struct
+
+    import crc32c as reference
+
+    assert fio.crc32c(b"123456789") == reference.crc32c(b"123456789") == 0xE3069283
+    bs = 512
+    block = bytearray((bytes(range(256)) * 2)[:bs])
+    view = memoryview(block)
+    fio.stamp_block(view, fio.crc32c(view[:bs - fio.TRAILER_BYTES]), 1024, 3, 9)
+    crc, magic = struct.unpack_from("<II", block, bs - 8)
+    assert struct.unpack_from("<QQQ", block, bs - fio.TRAILER_BYTES) == (1024, 3, 9)
+    assert crc == reference.crc32c(bytes(block[:bs - 8])) and magic == fio.VERIFY_MAGIC
+    assert crc == 0x6D70FE77  # the on-disk stamp of this block, fixed since verify was first written
 
 
 # ---- latency histogram ------------------------------------------------------------------------

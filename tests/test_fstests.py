@@ -10,7 +10,7 @@ from sdbench.errors import ConfigError
 from sdbench.media import MemoryDevice
 from sdbench.media.sim.bus import BusConfig, SdBus
 from sdbench.media.sim.mpy_sdcard import MicroPythonSdCard
-from sdbench.media.sim.sdtarget import load_card, load_host
+from sdbench.stack.sd import load_card, load_host
 from sdbench.protocols import run_scenario
 from sdbench.workloads.fstests import MpyBlockDevice, MpyLittleFs, load_config
 from sdbench.fs.littlefs import LittleFsConfig

@@ -168,7 +168,7 @@ def test_no_rows_is_refused():
 
 
 def test_sdbench_espidf_lines_import_back():
-    from sdbench.store.export import to_espidf
+    from sdbench.report.export import to_espidf
 
     run = parse(FULL)[0]
     again = parse(to_espidf(run))[0]

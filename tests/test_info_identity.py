@@ -10,7 +10,7 @@ import pytest
 
 from sdbench.cli import main
 from sdbench.errors import ConfigError, SdbenchError
-from sdbench.identity import (crc7, decode_cid, decode_csd, decode_registers, decode_scr, decode_ssr, identify,
+from sdbench.media.identity import (crc7, decode_cid, decode_csd, decode_registers, decode_scr, decode_ssr, identify,
                               parse_hex)
 
 

@@ -18,14 +18,14 @@ from sdbench.fs.spiffs.config import SpiffsConfig
 from sdbench.media.sim.bus import BusConfig
 from sdbench.media.sim.card import CardProfile
 from sdbench.media.sim.esp_flash import EspFlashHostProfile
-from sdbench.media.sim.flashtarget import SimFlashConfig
+from sdbench.stack.flash import SimFlashConfig
 from sdbench.media.sim.host import HostProfile
 from sdbench.media.sim.nor import FlashChipProfile, NorChipConfig
-from sdbench.media.sim.sdtarget import SimSdConfig
+from sdbench.stack.sd import SimSdConfig
 from sdbench.media.usbmsc import UsbMscConfig
 from sdbench.media.wl import WlConfig
 from sdbench.options import INT_LIMIT, from_mapping, option_info
-from sdbench.scenarios import DeviceMediaConfig, ImageMediaConfig, MemoryMediaConfig
+from sdbench.stack.media import DeviceMediaConfig, ImageMediaConfig, MemoryMediaConfig
 from sdbench.workloads.espidf import EspIdfConfig
 from sdbench.workloads.fio import JobConfig
 from sdbench.workloads.fstests import FsTestsConfig
@@ -132,3 +132,11 @@ def test_numbers_must_be_finite_and_integers_fit_int64():
     # below the minimum: the unit is in the message
     with pytest.raises(ConfigError, match="below the minimum 1.0 %"):
         from_mapping(CacheConfig, {"twoq_in_percent": 0.5}, "sd.cache")
+
+
+def test_a_partial_nested_table_keeps_the_fields_own_defaults():
+    # [flash.fat] n_fats = 1 changes n_fats only: the flash target's 4096-byte sectors and 64 KiB clusters stay
+    cfg = from_mapping(SimFlashConfig, {"fat": {"n_fats": 1}, "littlefs": {"block_cycles": 100}}, "flash")
+    default = SimFlashConfig()
+    assert cfg.fat == type(default.fat)(**{**default.fat.__dict__, "n_fats": 1})
+    assert cfg.littlefs.block_size == default.littlefs.block_size == 4096 and cfg.littlefs.block_cycles == 100

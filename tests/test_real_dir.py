@@ -7,7 +7,7 @@ import os
 import pytest
 
 from sdbench.errors import FileSystemError, SdbenchError
-from sdbench.media.dirtarget import DirTarget
+from sdbench.fs.hostdir import DirTarget
 from sdbench.testing import FileSystemSuite
 
 
@@ -56,7 +56,7 @@ def test_defeat_methods_and_counters(tmp_path):
 
 
 def test_without_o_direct_the_page_cache_is_still_defeated(tmp_path, monkeypatch):
-    import sdbench.media.dirtarget as dt
+    import sdbench.fs.hostdir as dt
 
     real_open = os.open
 

@@ -11,7 +11,7 @@ import pytest
 
 from sdbench.cli import main
 from sdbench.errors import SdbenchError
-from sdbench.media.dirtarget import DirTarget
+from sdbench.fs.hostdir import DirTarget
 from sdbench.media.linux import LinuxBlockDevice
 from sdbench.media.safety import UnsafeTargetError, check_writable_target
 from sdbench.records import Results

@@ -199,7 +199,7 @@ def test_read_only_output_is_refused(tmp_path, capsys):
     ("protocol=[1, 2]", "protocol must be a string"),
     ("protocol=\"nope\"", "unknown protocol"),
     ("sd_fat=5", "[sd_fat] must be a table"),
-    ("espidf=5", "espidf: expected a table"),
+    ("espidf=5", "[espidf] must be a table"),
     ("seed=-1", "seed"),
     ("seed=1.5", "seed must be an integer"),
     ("name={a=1}", "name must be a string"),
@@ -334,19 +334,21 @@ def _store_ids(db: Path) -> dict[int, str]:
 
 
 def test_a_run_that_fails_part_way_is_stored_as_failed(tmp_path, capsys, monkeypatch):
-    from sdbench import protocols
+    from dataclasses import replace
+
     from sdbench.errors import FileSystemError
+    from sdbench.workloads import registry
 
     db = tmp_path / "r.sqlite"
     assert main(["run", "espidf-memory", "-q", "--runs", "1", "--db", str(db)]) == 0
-    gen, count = protocols.PROTOCOL_RUNNERS["espidf"]
+    spec = registry.protocol("espidf")
 
     def fails_after_one_row(sc, built, ctx):
-        rows = gen(sc, built, ctx)
+        rows = spec.run(sc, built, ctx)
         yield next(rows)
         raise FileSystemError("no free space on the card")
 
-    monkeypatch.setitem(protocols.PROTOCOL_RUNNERS, "espidf", (fails_after_one_row, count))
+    monkeypatch.setitem(registry.PROTOCOLS._specs, "espidf", replace(spec, run=fails_after_one_row))
     capsys.readouterr()
     rc = main(["run", "espidf-memory", "-q", "--runs", "1", "--db", str(db)])
     assert rc == 1  # a failed run, not a refusal

@@ -4,8 +4,9 @@ from __future__ import annotations
 import pytest
 
 from sdbench.calibrate import load_measurements
-from sdbench.protocols import RUNS_OVERRIDE, run_scenario
+from sdbench.protocols import run_scenario
 from sdbench.scenarios import builtin_names, load
+from sdbench.workloads.registry import protocol
 
 MEAS = load_measurements()
 NAMES = sorted({m.scenario for m in MEAS})
@@ -15,8 +16,7 @@ NAMES = sorted({m.scenario for m in MEAS})
 def test_scenario_exists_and_emits_its_rows(name):
     assert name in builtin_names(), f"no built-in scenario {name}"
     sc = load(name)
-    key = RUNS_OVERRIDE.get(sc.protocol)
-    over = [f"{key}=1"] if key and sc.protocol != "raw" else []
+    over = [f"{protocol(sc.protocol).runs_option}=1"] if sc.protocol != "raw" else []
     rec = run_scenario(load(name, over))
     labels = {r.label for r in rec.rows}
     missing = [m.row for m in MEAS if m.scenario == name and m.row not in labels]

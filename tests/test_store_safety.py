@@ -27,7 +27,7 @@ from sdbench.errors import SdbenchError
 from sdbench.records import MAX_DEPTH, RecordError, Results, Row, RunRecord, check_run, make_row
 from sdbench.store import ENV_VAR, open_store, repair_store
 from sdbench.store import db as storedb
-from sdbench.store.export import FORMATS, export
+from sdbench.report.export import FORMATS, export
 
 DATA = Path(__file__).parent / "data"
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,

@@ -9,8 +9,8 @@ row can be explained and not only shown.
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 # Categories the models charge time to.  Reports sum them per row.
 TIME_CATEGORIES = ("host", "bus", "card", "rtos", "flash", "usb", "other")
@@ -18,16 +18,29 @@ TIME_CATEGORIES = ("host", "bus", "card", "rtos", "flash", "usb", "other")
 MAX_STEP_NS = 1e20
 
 
-@runtime_checkable
-class Clock(Protocol):
+class Clock(ABC):
+    """What every layer reads time from; the whole interface, so callers never probe which clock they have."""
+
     kind: str  # "wall" or "virtual"
 
+    @property
+    def simulated(self) -> bool:
+        """True when models move this clock (results are deterministic), False for real time."""
+        return self.kind == "virtual"
+
+    @abstractmethod
     def now_ns(self) -> int: ...
 
-    def breakdown_ns(self) -> dict[str, int]: ...
+    @abstractmethod
+    def breakdown_ns(self) -> dict[str, int]:
+        """Time so far by category (TIME_CATEGORIES); empty where nothing accounts for it."""
+
+    @abstractmethod
+    def commands_snapshot(self) -> dict[str, int]:
+        """Bus commands counted so far, by name; empty where nothing counts them."""
 
 
-class WallClock:
+class WallClock(Clock):
     """Monotonic wall clock (time.perf_counter_ns)."""
 
     kind = "wall"
@@ -38,6 +51,9 @@ class WallClock:
     def breakdown_ns(self) -> dict[str, int]:
         return {}
 
+    def commands_snapshot(self) -> dict[str, int]:
+        return {}
+
 
 @dataclass(frozen=True)
 class ClockDelta:
@@ -46,7 +62,7 @@ class ClockDelta:
     commands: tuple[tuple[str, int], ...]
 
 
-class VirtualClock:
+class VirtualClock(Clock):
     """Simulated time in integer nanoseconds; advanced only by models."""
 
     kind = "virtual"

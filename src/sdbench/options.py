@@ -169,6 +169,10 @@ def from_mapping(cls: type[T], data: dict[str, Any], where: str = "") -> T:
     for name, value in data.items():
         f = by_name[name]
         w = f"{where}.{name}" if where else name
+        if isinstance(value, dict) and is_dataclass(hints[name]):
+            # a partial nested table changes only what it names: the rest stays this field's default
+            # (e.g. [flash.fat] keeps the flash target's 4096-byte sectors), not the nested class's
+            value = _merged(to_mapping(_default_of(f)), value)
         v = _coerce(value, hints[name], w)
         # a list option's bounds and choices hold for each of its items
         items = list(enumerate(v)) if isinstance(v, (list, tuple)) else [(None, v)]
@@ -179,6 +183,17 @@ def from_mapping(cls: type[T], data: dict[str, Any], where: str = "") -> T:
         return cls(**kwargs)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{where or cls.__name__}: {e}") from None
+
+
+def _default_of(f: Any) -> Any:
+    return f.default_factory() if f.default_factory is not MISSING else f.default
+
+
+def _merged(base: Any, over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base) if isinstance(base, dict) else {}
+    for k, v in over.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 def _check_bounds(v: Any, m: Any, where: str) -> None:

@@ -62,7 +62,7 @@ class RowTimer:
         clock = self.ctx.clock
         stats_before = [d.stats.snapshot() for d in self.devices]
         bd_before = clock.breakdown_ns()
-        cmd_before = getattr(clock, "commands", {}).copy() if hasattr(clock, "commands") else {}
+        cmd_before = clock.commands_snapshot()
         for lst in self.ctx.listeners:
             lst.timer_start(self.label)
         t0 = clock.now_ns()
@@ -82,11 +82,10 @@ class RowTimer:
             delta = v - bd_before.get(k, 0)
             if delta:
                 self.breakdown_ns[k] = self.breakdown_ns.get(k, 0) + delta
-        if hasattr(clock, "commands"):
-            for k, v in clock.commands.items():  # type: ignore[attr-defined]
-                delta = v - cmd_before.get(k, 0)
-                if delta:
-                    self.commands[k] = self.commands.get(k, 0) + delta
+        for k, v in clock.commands_snapshot().items():
+            delta = v - cmd_before.get(k, 0)
+            if delta:
+                self.commands[k] = self.commands.get(k, 0) + delta
         self.ctx.progress.advance(self.label)
         return result
 

@@ -156,16 +156,11 @@ def check_configuration(base: str, overrides: list[str]) -> Any:
     """Load the scenario, build and close a simulated stack once, and parse the protocol's table: bad values
     fail here, before any run."""
     from . import scenarios as scen
-    from .workloads import fstests, usbmsc
 
-    sc = scen.load(base, overrides)
+    sc = scen.load(base, overrides)  # checks every protocol table too
     if sc.clock_kind() == "virtual":  # building real media would open (and maybe ask about) devices
         built = sc.build()
         built.close()
-    if sc.protocol == "fs_tests":
-        fstests.config_of(sc)
-    elif sc.protocol == "usbmsc":
-        usbmsc.config_of(sc)
     return sc
 
 

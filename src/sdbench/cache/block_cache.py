@@ -44,11 +44,11 @@ class CacheConfig:
         (), unit="[LBA, sectors]",
         help="[first_lba, sector_count] ranges whose blocks, once loaded, are never evicted (FAT, superblocks)")
     twoq_in_percent: float = opt(25.0, unit="%", min=1.0, max=99.0,
-                                 help="2Q: size of the first-reference FIFO A1in, as a share of the cache")
+                                 help="2Q: size of the first-reference FIFO A1in, as a share of the unpinned cache")
     twoq_out_percent: float = opt(50.0, unit="%", min=1.0, max=400.0,
                                   help="2Q: size of the ghost FIFO A1out, relative to the cache")
     lookup_cycles: int = opt(200, unit="cycles", min=0,
-                             help="host CPU cycles per block looked up, flushed or invalidated")
+                             help="host CPU cycles per block looked up, read ahead, flushed or invalidated")
     copy_cycles_per_byte: float = opt(0.25, unit="cycles/B", min=0.0, max=1_000_000.0,
                                       help="host CPU cycles per byte copied between the caller and the cache")
     cpu_hz: int = opt(240_000_000, unit="Hz", min=1, help="host CPU clock that turns cycles into time")

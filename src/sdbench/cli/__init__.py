@@ -93,14 +93,33 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if os.environ.get("SDBENCH_DEBUG"):
             raise
-        # a bug in sdbench, not the user's input: one line, and the way to see more
-        typer.echo(f"error: internal error ({type(e).__name__}: {_one_line(str(e))}); this is a bug in sdbench, "
-                   f"please report it with the command line (SDBENCH_DEBUG=1 shows the traceback)", err=True)
+        what = f"{type(e).__name__}: {_one_line(str(e))}"
+        plugin = _plugin_of(e)
+        if plugin:
+            typer.echo(f"error: plugin {plugin} failed ({what}); report it to the plugin's authors "
+                       f"(SDBENCH_DEBUG=1 shows the traceback)", err=True)
+        else:  # a bug in sdbench, not the user's input: one line, and the way to see more
+            typer.echo(f"error: internal error ({what}); this is a bug in sdbench, please report it with the "
+                       f"command line (SDBENCH_DEBUG=1 shows the traceback)", err=True)
         return INTERNAL_ERROR
 
 
 #: exit code of a bug in sdbench itself (2 is bad input, 1 a failed run or check)
 INTERNAL_ERROR = 3
+
+
+def _plugin_of(e: BaseException) -> str | None:
+    """The loaded plugin whose code raised ``e`` (the innermost plugin frame), if any."""
+    from ..registry import PLUGIN_MODULES
+
+    found = None
+    tb = e.__traceback__
+    while tb is not None:
+        module = str(tb.tb_frame.f_globals.get("__name__", "")).split(".")[0]
+        if module in PLUGIN_MODULES:
+            found = module
+        tb = tb.tb_next
+    return found
 
 
 def _one_line(text: str, limit: int = 500) -> str:

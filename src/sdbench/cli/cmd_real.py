@@ -24,10 +24,10 @@ import typer
 
 from ..errors import ConfigError, SdbenchError
 from ..output_files import check_writable_output, write_atomically
-from ..identity import decode_registers, identify
-from ..media.dirtarget import DirTarget
+from ..media.identity import decode_registers, identify
+from ..fs.hostdir import DirTarget, open_directory
 from ..media.linux import LinuxBlockDevice
-from ..media.realtarget import open_device, open_directory
+from ..media.realtarget import open_device
 from .grant import write_grant
 from ..options import to_mapping
 from ..records import MIB, Results, RunRecord

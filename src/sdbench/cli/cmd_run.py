@@ -12,7 +12,8 @@ from dataclasses import replace as _replace
 
 from .. import scenarios as scen
 from ..errors import RunFailedError, SdbenchError
-from ..protocols import RUNS_OVERRIDE, run_scenario
+from ..protocols import run_scenario
+from ..workloads.registry import protocol
 from ..records import Results, RunRecord
 from ..report_text import markdown_table
 from ..workloads.espidf import espidf_line
@@ -96,21 +97,24 @@ def register(app: typer.Typer) -> None:
         loaded = []
         for n in names:
             sc = scen.load(n, list(set_))
+            spec = protocol(sc.protocol)
             if runs is not None or seed is not None:
-                more = [f"{RUNS_OVERRIDE[sc.protocol]}={runs}"] if runs is not None else []
+                more = [f"{spec.runs_option}={runs}"] if runs is not None else []
                 more += [f"seed={seed}"] if seed is not None else []
                 sc = scen.load(n, [*set_, *more])
             if device:
-                if sc.protocol not in ("espidf", "raw"):
-                    raise SdbenchError(f"--device runs the espidf or raw protocol, not {sc.protocol}")
+                if "device" not in spec.media:
+                    raise SdbenchError(f"protocol {sc.protocol} does not run on a real device (--device); "
+                                       f"it runs on: {', '.join(sorted(spec.media))}")
                 sd = {"media": "device", "path": device, "offset_bytes": offset, "size_bytes": size,
                       "direct": "off" if buffered else "auto"}
                 parts = tuple(p for p in sc.espidf.parts if p.startswith("sd_")) or ("sd_raw",)
                 sc = _replace(sc, sd=sd, flash={}, espidf=_replace(sc.espidf, parts=parts))
                 sc.media_config("sd")
             elif directory:
-                if sc.protocol != "espidf":
-                    raise SdbenchError(f"--dir runs the espidf protocol, not {sc.protocol}")
+                if "dir" not in spec.media:
+                    raise SdbenchError(f"protocol {sc.protocol} does not run in a directory (--dir); "
+                                       f"it runs on: {', '.join(sorted(spec.media))}")
                 sc = _replace(sc, sd={}, flash={}, directory=directory, directory_drop_caches=drop_caches,
                               espidf=_replace(sc.espidf, parts=("dir",)))
             # permission to write real media comes from these flags alone, never from the scenario's data

@@ -5,18 +5,25 @@ import json
 import statistics
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
 from .. import scenarios as scen
-from ..calibrate import Measurement, fit, groups, load_measurements, row_level, row_value, write_results
 from ..errors import SdbenchError
 from ..protocols import run_scenario
 from ..output_files import check_writable_output, write_atomically
 
+if TYPE_CHECKING:
+    from ..calibrate import Measurement
+
+# calibrate (scipy.optimize) is imported by the commands that use it: every other command starts faster
+
+
 def validate_rows(meas: list[Measurement], names: list[str] | None = None,
                   progress: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
+    from ..calibrate import row_level, row_value
+
     wanted = names or sorted({m.scenario for m in meas})
     known = set(scen.builtin_names())
     out: list[dict[str, Any]] = []
@@ -67,6 +74,8 @@ def register(app: typer.Typer) -> None:
         Only physical parameters are fitted (µs, ms, cycles, bytes); the simulator is the
         model, run for every trial.  Prints the residual of every row used.
         """
+        from ..calibrate import fit, groups, load_measurements, write_results
+
         gs = groups()
         if list_:
             typer.echo("| group | scenarios | host | description |")
@@ -107,6 +116,8 @@ def register(app: typer.Typer) -> None:
         median and worst absolute error for raw-level rows (tolerance ±10 %), rows through the
         USB bridge (±15 %) and file-level rows (±20 %).
         """
+        from ..calibrate import load_measurements
+
         if json_path is not None:
             check_writable_output(json_path)
         meas = load_measurements(data)
@@ -150,13 +161,12 @@ def register(app: typer.Typer) -> None:
         Columns: time since start (µs), command, argument, data bytes, duration (µs),
         cumulative time (ms).  ``CMD13 ×n`` is status polling repeated n times.
         """
-        from ..protocols import RUNS_OVERRIDE
+        from ..workloads.registry import protocol
 
-        data, _ = scen._load_raw(scenario)
-        proto = data.get("protocol", "espidf")
-        if scen.load(scenario, list(set_)).sd.get("media") != "sim":
+        base = scen.load(scenario, list(set_))
+        if base.sd.get("media") != "sim":
             raise SdbenchError(f"scenario {scenario} has no simulated SD card to trace")
-        sc = scen.load(scenario, list(set_) + ["sd.log_commands=true", f"{RUNS_OVERRIDE[proto]}={runs}"])
+        sc = scen.load(scenario, list(set_) + ["sd.log_commands=true", f"{protocol(base.protocol).runs_option}={runs}"])
         windows: list[tuple[int, int, str]] = []
         listener = _Windows(windows)
         built_dev: list[Any] = []

@@ -181,7 +181,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Export runs as JSON, CSV, Markdown or ESP-IDF lines."""
         from ..store import open_store
-        from ..store.export import export
+        from ..report.export import export
 
         with open_store(db, create=False) as store:
             loaded = _load(store, runs)

@@ -65,29 +65,26 @@ class FatConfig:
                         help="FAT variant; auto = FAT12 below 4086 clusters, FAT16 up to 65525, else FAT32, "
                              "as FatFs' f_mkfs decides")
     allocation_unit_bytes: int = opt(0, unit="B", min=0,
-                                     help="cluster size; 0 = FatFs default for the volume size. ESP-IDF uses the "
-                                          "benchmark target size clamped to [sector, 128 sectors]")
+                                     help="cluster size; 0 = FatFs default for the volume size (ESP-IDF: the target "
+                                          "size clamped to [sector, 128 sectors])")
     n_fats: int = opt(2, min=1, max=2, help="number of FAT copies")
     partition_start_lba: int = opt(0, unit="sectors", min=0, max=fatformat.MAX_LBA32,
                                    help="0 = no partition table (SFD); else one MBR partition from this LBA "
                                         "(ESP-IDF's f_fdisk starts at 63)")
     sector_size_bytes: int = opt(512, unit="B", choices=(512, 4096),
-                                 help="FAT sector size; 4096 runs over a 512-byte bridge (see module doc)")
+                                 help="FAT sector size; 4096 over a 512-byte device goes through a sector-size bridge")
     root_entries: int = opt(512, min=16, max=32768,
                             help="FAT12/16 root directory entries (FatFs' f_mkfs: up to 32768, whole sectors)")
     trim_on_format: bool = opt(True, help="discard the whole volume before laying it out, as f_mkfs does when "
                                           "FatFs is built with FF_USE_TRIM (ESP-IDF: on)")
     trim_freed_clusters: bool = opt(True, help="discard the clusters a delete or truncation frees, one command per "
-                                               "contiguous run, as FatFs' remove_chain does with FF_USE_TRIM "
-                                               "(ESP-IDF: on)")
+                                               "contiguous run (FatFs with FF_USE_TRIM; FAT16/32)")
     align_sectors: int = opt(1, unit="sectors", min=1, max=32768,
-                             help="align the data area to this many sectors (FatFs uses the device's erase "
-                                  "block size; ESP-IDF's SD driver reports none, so 1)")
+                             help="align the data area to this many sectors (FatFs: the device's erase block; "
+                                  "ESP-IDF's SD driver reports none: 1)")
     max_transfer_sectors: int = opt(0, unit="sectors", min=0,
-                                    help="largest transfer the file layer hands the driver; 0 = no limit (FatFs "
-                                         "moves whole runs of sectors in one multi-block command); 1 = one sector "
-                                         "per command through a sector buffer, as file layers without "
-                                         "multi-sector I/O do (e.g. the P2 FAT32 driver's file handles)")
+                                    help="largest transfer the file layer hands the driver; 0 = no limit (FatFs), "
+                                         "1 = one sector per command (P2 driver's files)")
 
     def __post_init__(self) -> None:
         # what FatFs' f_mkfs accepts and mount_volume() requires of a boot sector; ValueError so the option

@@ -47,7 +47,7 @@ class LittleFsConfig:
     read_size: int = opt(512, unit="B", min=1, help="minimum read size (lfs_config.read_size)")
     prog_size: int = opt(512, unit="B", min=1, help="minimum program size (lfs_config.prog_size)")
     block_size: int = opt(512, unit="B", min=128, help="erase block size (lfs_config.block_size)")
-    block_count: int = opt(0, unit="blocks", min=0, help="0 = the whole device")
+    block_count: int = opt(0, unit="blocks", min=0, help="blocks used (lfs_config.block_count); 0 = the whole device")
     block_count_limit: int = opt(0, unit="blocks", min=0,
                                  help="cap on block_count (esp_littlefs <= 1.16.1 capped SD cards at 8388607 "
                                       "blocks); 0 = none")

@@ -24,7 +24,6 @@ from pathlib import Path
 
 from ..clock import Clock
 from ..errors import SdbenchError
-from .dirtarget import DirTarget
 from .image import ImageFileDevice
 from .linux import LinuxBlockDevice
 
@@ -74,7 +73,7 @@ def open_device(path: str, *, writes: bool, grant: WriteGrant, offset_bytes: int
             raise SdbenchError(f"O_DIRECT is not supported on {path} (the filesystem refuses it); "
                                f"use --buffered to accept page-cache I/O")
         if writes:
-            from ..identity import identify
+            from .identity import identify
 
             try:
                 desc = identify(path).get("summary", "")
@@ -102,12 +101,3 @@ def open_image(path: Path, *, grant: WriteGrant, sector_size: int, create_bytes:
     if not create_bytes:
         raise SdbenchError(f"image file not found: {path} (give its size as size_bytes to create it)")
     return ImageFileDevice.create(path, create_bytes, sector_size=sector_size, clock=clock)
-
-
-def open_directory(path: str, *, direct: bool | None = None, drop_caches: bool = False) -> DirTarget:
-    """A directory on a mounted filesystem; only files sdbench creates in it are written."""
-    target = DirTarget(path, direct=direct is not False, drop_caches=drop_caches)
-    if direct is True and not target.direct_align_bytes:
-        raise SdbenchError(f"O_DIRECT is not supported in {path} (the filesystem refuses it); "
-                           f"use --buffered to accept page-cache I/O with fsync and fadvise")
-    return target

@@ -67,8 +67,8 @@ class UsbMscConfig:
     cbw_bytes: int = opt(31, unit="B", min=1, help="command block wrapper")
     csw_bytes: int = opt(13, unit="B", min=1, help="command status wrapper")
     host_turnaround_us: float = opt(125.0, unit="µs", min=0.0, max=MAX_TIME_US,
-                                    help="PC: from the completion of one transfer to the first transaction of "
-                                         "the next (completion interrupt, mass-storage driver, next submission)")
+                                    help="PC: from one transfer's completion to the next one's first transaction "
+                                         "(interrupt, mass-storage driver, submission)")
     device_buffer_bytes: int = opt(4096, unit="B", min=512,
                                    help="MSC endpoint buffer: the device moves data and calls its callback in "
                                         "chunks of this size (multiple of 512)")

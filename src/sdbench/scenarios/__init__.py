@@ -4,133 +4,30 @@ passes their own file to ``sdbench run my.toml``.
 
 A scenario file may say ``extends = "other-scenario"`` to start from another
 one; tables are merged key by key.  Media are chosen by ``media = ...`` in the
-``[sd]`` / ``[flash]`` tables and built through :data:`MEDIA`, a registry of
-(config class, builder) pairs.
+``[sd]`` / ``[flash]`` tables (the kinds of :data:`sdbench.stack.MEDIA`); the
+stack builder (:mod:`sdbench.stack`) makes what a scenario describes.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..cache import BlockCache, CacheConfig
-from ..clock import Clock, VirtualClock, WallClock
+from ..cache import CacheConfig
 from ..errors import ConfigError
-from ..fs.fat import FatConfig, FatFileSystem
-from ..fs.littlefs import LittleFsConfig, LittleFsFileSystem
-from ..media.base import BlockDevice, Geometry
-from ..media.memory import MemoryDevice
-from ..media.realtarget import NO_WRITES, WriteGrant, open_device, open_directory, open_image
-from ..media.sim.flashtarget import SimFlashConfig, build_sim_flash
-from ..media.sim.sdtarget import SimSdConfig, build_sim_sd
-from ..fs.costed import CostedFileSystem
-from ..options import apply_overrides, from_mapping, opt, parse_toml, read_toml_file, to_mapping
-from ..workloads.espidf import EspIdfConfig, Target
+from ..fs.fat import FatConfig
+from ..fs.littlefs import LittleFsConfig
+from ..media.realtarget import NO_WRITES, WriteGrant
+from ..options import apply_overrides, from_mapping, parse_toml, read_toml_file, to_mapping
+from ..stack import MEDIA, Built, build
+from ..workloads.espidf import EspIdfConfig
 from ..workloads.p2 import P2Config
 from ..workloads.rawseq import RawSeqConfig
+from ..workloads.registry import protocols
 
 DATA = resources.files("sdbench") / "data"
 DEFAULT_SCENARIO = "espidf-esp32-sdmmc4-40mhz"
-PROTOCOLS = ("espidf", "p2", "raw", "fs_tests", "usbmsc")
-
-
-@dataclass(frozen=True)
-class MemoryMediaConfig:
-    """A RAM-backed card on the wall clock (measures sdbench's own code path)."""
-
-    capacity_bytes: int = opt(16 * 10**9, unit="B", min=1 << 20, help="card capacity")
-    sector_size_bytes: int = opt(512, unit="B", choices=(512, 4096), help="sector size")
-
-
-@dataclass
-class Built:
-    """A built stack: the target for the protocol, its clock and metadata."""
-
-    target: Target
-    clock: Clock
-    stack: dict[str, Any]
-    devices: list[BlockDevice] = field(default_factory=list)
-    #: what a protocol reports beyond its rows; run_scenario puts it into the run's metadata
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    def close(self) -> None:
-        for d in self.devices:
-            d.close()
-
-
-def _build_memory(cfg: MemoryMediaConfig, scenario: "Scenario", clock: Clock) -> tuple[BlockDevice, dict[str, Any]]:
-    ss = cfg.sector_size_bytes
-    dev = MemoryDevice(Geometry(sector_size=ss, sector_count=cfg.capacity_bytes // ss), clock)
-    return dev, {"media": "memory", **to_mapping(cfg)}
-
-
-@dataclass(frozen=True)
-class ImageMediaConfig:
-    """An image file, used read/write through the page cache (wall clock).
-
-    An existing image is written only with ``--allow-write`` on the command line;
-    a new one (``size_bytes`` > 0 and no file at ``path``) is created sparse."""
-
-    path: str = opt("", help="image file path (relative paths are relative to the scenario file)")
-    sector_size_bytes: int = opt(512, unit="B", choices=(512, 4096), help="sector size")
-    size_bytes: int = opt(0, unit="B", min=0, max=1 << 40,
-                          help="size of the image to create when none exists at path (0 = it must exist)")
-
-
-def _build_image(cfg: ImageMediaConfig, scenario: "Scenario", clock: Clock) -> tuple[BlockDevice, dict[str, Any]]:
-    if not cfg.path:
-        raise ConfigError("sd.path: an image file is required for media = \"image\"")
-    if cfg.size_bytes % cfg.sector_size_bytes:
-        raise ConfigError(f"sd.size_bytes = {cfg.size_bytes} B is not a multiple of the "
-                          f"{cfg.sector_size_bytes}-byte sector")
-    p = Path(cfg.path)
-    if not p.is_absolute() and scenario.source_dir is not None:
-        p = scenario.source_dir / p
-    dev = open_image(p, grant=scenario.write_grant, sector_size=cfg.sector_size_bytes, create_bytes=cfg.size_bytes,
-                     clock=clock)
-    return dev, {"media": "image", **to_mapping(cfg)}
-
-
-@dataclass(frozen=True)
-class DeviceMediaConfig:
-    """A Linux block device or image file, measured on the wall clock (sdbench run --device).
-
-    Writing it needs ``--allow-write`` (and a confirmation, or ``--yes``) on the command line."""
-
-    path: str = opt("", help="block device or image file")
-    offset_bytes: int = opt(0, unit="B", min=0, help="start of the range used")
-    size_bytes: int = opt(0, unit="B", min=0, help="size of the range used; 0 = to the end")
-    direct: str = opt("auto", choices=("auto", "on", "off"), help="O_DIRECT: auto = where the OS allows it")
-
-
-def _build_device(cfg: DeviceMediaConfig, scenario: "Scenario", clock: Clock) -> tuple[BlockDevice, dict[str, Any]]:
-    from ..identity import identify
-
-    if not cfg.path:
-        raise ConfigError("sd.path: a device or image file is required for media = \"device\"")
-    dev = open_device(cfg.path, writes=True, grant=scenario.write_grant, offset_bytes=cfg.offset_bytes,
-                      size_bytes=cfg.size_bytes or None, direct={"auto": None, "on": True, "off": False}[cfg.direct])
-    try:
-        ident = identify(cfg.path)
-    except Exception:  # identity is informative only
-        ident = {}
-    return dev, {"media": "device", **to_mapping(cfg), "identity": ident}  # type: ignore[return-value]
-
-
-#: keys that would grant writing; a file may not say them (docs/safety.md)
-_GRANT_KEYS = ("allow_write", "yes")
-
-
-#: media kind -> (config class, builder(config, scenario, clock) -> (device, metadata), clock kind)
-MEDIA: dict[str, tuple[type, Callable[..., tuple[BlockDevice, dict[str, Any]]], str]] = {
-    "memory": (MemoryMediaConfig, _build_memory, "wall"),
-    "image": (ImageMediaConfig, _build_image, "wall"),
-    "sim": (SimSdConfig, build_sim_sd, "virtual"),
-    "sim-nor": (SimFlashConfig, build_sim_flash, "virtual"),
-    "device": (DeviceMediaConfig, _build_device, "wall"),
-}
 
 
 @dataclass(frozen=True)
@@ -146,7 +43,7 @@ class Scenario:
     flash: dict[str, Any] = field(default_factory=dict)
     sd_fat: FatConfig = field(default_factory=lambda: FatConfig(allocation_unit_bytes=65536, partition_start_lba=63))
     sd_littlefs: LittleFsConfig = field(default_factory=LittleFsConfig)
-    extra: dict[str, Any] = field(default_factory=dict)   # protocol/media tables handled by their modules
+    extra: dict[str, Any] = field(default_factory=dict)   # other protocols' tables, as written
     directory: str = ""   # a mounted directory for the 'dir' part (sdbench run --dir)
     directory_drop_caches: bool = False
     source_dir: Path | None = None
@@ -158,7 +55,7 @@ class Scenario:
         table = dict(getattr(self, section))
         kind = table.pop("media", None)
         table.pop("cache", None)  # [sd.cache]: a BlockCache around the device, see build()
-        for key in _GRANT_KEYS:
+        for key in ("allow_write", "yes"):  # a file may describe real media, never grant writing them
             if key in table:
                 raise ConfigError(f"{section}.{key}: permission to write real media comes from the command line "
                                   f"only (--allow-write, --yes), never from a scenario file or --set")
@@ -185,63 +82,12 @@ class Scenario:
         return "virtual" if "virtual" in kinds else "wall"
 
     def build(self) -> Built:
-        devices: list[BlockDevice] = []
-        try:
-            return self._build(devices)
-        except BaseException:
-            for d in reversed(devices):  # what was opened before a later part was refused
-                d.close()
-            raise
-
-    def _build(self, devices: list[BlockDevice]) -> Built:
-        clock: Clock = VirtualClock() if self.clock_kind() == "virtual" else WallClock()
-        stack: dict[str, Any] = {"scenario": self.name, "protocol": self.protocol}
-        sd_dev = None
-        factories: dict[str, Callable[[], Any]] = {}
-        counters: dict[str, tuple[BlockDevice, ...]] = {}
-        if self.sd:
-            kind, cfg = self.media_config("sd")
-            sd_dev, meta = MEDIA[kind][1](cfg, self, clock)
-            devices.append(sd_dev)
-            host = getattr(sd_dev, "host", None)
-            cache_cfg = self.cache_config(host)
-            if cache_cfg is not None:
-                sd_dev = devices[-1] = BlockCache(sd_dev, cache_cfg)
-            stack["sd"] = {**meta, "device": sd_dev.describe()}
-            stack["sd_fat"] = to_mapping(self.sd_fat)
-            stack["sd_littlefs"] = to_mapping(self.sd_littlefs)
-            fat_cfg, lfs_cfg = self.sd_fat, self.sd_littlefs
-            dev = sd_dev
-            factories["sd_fatfs"] = lambda: FatFileSystem(dev, fat_cfg)
-            factories["sd_littlefs"] = lambda: LittleFsFileSystem(dev, lfs_cfg)
-            if host is not None and isinstance(clock, VirtualClock):
-                # the host's VFS/filesystem software time per read()/write() call
-                call_ns = host.cycles_ns(host.fs_call_cycles)
-                open_ns = host.cycles_ns(host.fs_open_cycles)
-                for part in ("sd_fatfs", "sd_littlefs"):
-                    make = factories[part]
-                    factories[part] = (lambda make=make: CostedFileSystem(make(), clock, call_ns, open_ns))
-        flash_raw = None
-        if self.flash:
-            kind, cfg = self.media_config("flash")
-            flash_target, meta = MEDIA[kind][1](cfg, self, clock)
-            # flash builders return a FlashTarget-like object with the parts' devices and factories
-            devices.append(flash_target)  # type: ignore[arg-type]
-            stack["flash"] = meta
-            flash_raw = getattr(flash_target, "raw_device", None)
-            factories.update(getattr(flash_target, "fs_factories", {}))
-            counters.update(getattr(flash_target, "counter_devices", {}))
-        if self.directory:
-            dir_fs = open_directory(self.directory, drop_caches=self.directory_drop_caches)
-            stack["dir"] = dir_fs.describe()
-            factories["dir"] = lambda: dir_fs
-        target = Target(sd_device=sd_dev, flash_raw_device=flash_raw, fs_factories=factories,
-                        counter_devices=counters)
-        return Built(target, clock, stack, devices)
+        """The stack this scenario describes, built (see sdbench.stack)."""
+        return build(self)
 
 
-_SCENARIO_KEYS = {"name", "description", "protocol", "seed", "espidf", "p2", "raw", "sd", "flash", "sd_fat", "sd_littlefs",
-                  "extends"}
+#: the stack's own keys; each protocol's option table is a key too (the protocol registry names them)
+_SCENARIO_KEYS = {"name", "description", "protocol", "seed", "sd", "flash", "sd_fat", "sd_littlefs", "extends"}
 
 
 def builtin_names() -> list[str]:
@@ -313,49 +159,45 @@ def _scalar(data: dict[str, Any], key: str, kind: type, default: Any) -> Any:
 
 def _from_data(data: dict[str, Any], src: Path | None) -> Scenario:
     name = _scalar(data, "name", str, "")
-    unknown = sorted(k for k in data if k not in _SCENARIO_KEYS and k not in _EXTRA_TABLES)
+    specs = protocols()
+    tables = {p.table: p for p in specs.values()}  # every protocol's option table
+    unknown = sorted(k for k in data if k not in _SCENARIO_KEYS and k not in tables)
     if unknown:
         raise ConfigError(f"scenario {name}: unknown key {unknown[0]!r:.60}")
     protocol = _scalar(data, "protocol", str, "espidf")
-    if protocol not in PROTOCOLS:
-        raise ConfigError(f"scenario {name}: unknown protocol {protocol!r:.60} (known: {', '.join(PROTOCOLS)})")
+    if protocol not in specs:
+        raise ConfigError(f"scenario {name}: unknown protocol {protocol!r:.60} (known: {', '.join(specs)})")
     seed = _scalar(data, "seed", int, 1)
     if not 0 <= seed < 1 << 63:
         raise ConfigError(f"scenario {name}: seed = {seed!r:.60} is outside 0..2^63-1")
     description = _scalar(data, "description", str, "")
-    for section in ("sd", "flash", "sd_fat", *_EXTRA_TABLES):
+    for section in ("sd", "flash", "sd_fat", *tables):
         if section in data and not isinstance(data[section], dict):
             raise ConfigError(f"scenario {name}: [{section}] must be a table, not {data[section]!r:.60}")
+    # every protocol's table is checked, whichever protocol runs: a typo is refused before any work
+    options = {t: spec.options(data[t]) for t, spec in tables.items() if t in data}
     kw: dict[str, Any] = {}
-    if "espidf" in data:
-        kw["espidf"] = from_mapping(EspIdfConfig, data["espidf"], "espidf")
-    if "p2" in data:
-        kw["p2"] = from_mapping(P2Config, data["p2"], "p2")
-    if "raw" in data:
-        kw["raw_seq"] = from_mapping(RawSeqConfig, data["raw"], "raw")
+    for table, field_name in _TYPED_TABLES.items():
+        if table in options:
+            kw[field_name] = options[table]
     if "sd_fat" in data:
         kw["sd_fat"] = from_mapping(FatConfig, _merge(to_mapping(Scenario("x").sd_fat), data["sd_fat"]), "sd_fat")
     if "sd_littlefs" in data:
         kw["sd_littlefs"] = from_mapping(LittleFsConfig, data["sd_littlefs"], "sd_littlefs")
     sc = Scenario(name=name, description=description, protocol=protocol, seed=seed, sd=data.get("sd", {}),
-                  flash=data.get("flash", {}), extra={k: data[k] for k in _EXTRA_TABLES if k in data},
+                  flash=data.get("flash", {}), extra={t: data[t] for t in tables if t in data and t not in _TYPED_TABLES},
                   source_dir=src, raw=data, **kw)
     # validate media tables and the protocols' own tables now, so errors come before any work
     for section in ("sd", "flash"):
         if getattr(sc, section):
             sc.media_config(section)
     sc.cache_config()
-    from ..workloads import fstests, usbmsc
-
-    if "fs_tests" in sc.extra:
-        fstests.config_of(sc)
-    if "usbmsc" in sc.extra:
-        usbmsc.config_of(sc)
     return sc
 
 
-#: extra top-level tables that other modules read from Scenario.extra (e.g. the P2 protocol's config)
-_EXTRA_TABLES: set[str] = {"fs_tests", "usbmsc"}
+#: protocol tables that Scenario holds as typed fields (the built-in protocols' own); the others stay in
+#: Scenario.extra as written, and their protocols read them with ProtocolSpec.config_of
+_TYPED_TABLES = {"espidf": "espidf", "p2": "p2", "raw": "raw_seq"}
 
 
 def describe_all() -> list[tuple[str, str]]:

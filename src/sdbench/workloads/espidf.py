@@ -31,6 +31,7 @@ from ..media.base import BlockDevice
 from ..options import opt
 from ..records import Row
 from ..runner import Context
+from ..stack.target import Target
 
 PARTS = ("flash_raw", "flash_fatfs", "flash_spiffs", "flash_littlefs", "sd_raw", "sd_fatfs", "sd_littlefs", "dir")
 PART_NAMES = {
@@ -90,34 +91,6 @@ class EspIdfConfig:
             else:
                 n += 8 * self.runs
         return n
-
-
-class Target:
-    """What the protocol needs from a stack: devices and filesystems per part.
-
-    Scenarios build one (see sdbench.scenarios); tests can build one by hand.
-    ``sd_device`` / ``flash_raw_device`` are the devices the raw tests use;
-    ``make_fs(part)`` returns a fresh (unformatted-state-agnostic) FileSystem.
-    """
-
-    def __init__(self, *, sd_device: BlockDevice | None = None, flash_raw_device: BlockDevice | None = None,
-                 fs_factories: dict[str, Callable[[], FileSystem]] | None = None,
-                 counter_devices: dict[str, tuple[BlockDevice, ...]] | None = None) -> None:
-        self.sd_device = sd_device
-        self.flash_raw_device = flash_raw_device
-        self.fs_factories = fs_factories or {}
-        self.counter_devices = counter_devices or {}
-
-    def make_fs(self, part: str) -> FileSystem:
-        try:
-            return self.fs_factories[part]()
-        except KeyError:
-            raise ConfigError(f"this target has no filesystem for part {part!r}") from None
-
-    def devices_for(self, part: str, fallback: BlockDevice | None = None) -> tuple[BlockDevice, ...]:
-        if part in self.counter_devices:
-            return self.counter_devices[part]
-        return (fallback,) if fallback is not None else ()
 
 
 #: parts that run both modes ("new_file" and, with ``sd_modes``, "normal": one file that grows every run)

@@ -311,7 +311,7 @@ def _card_factory(sc: Any, built: Any, cfg: FsTestsConfig, clock: Any):
         if dev is None:
             raise ConfigError(f"scenario {sc.name}: protocol fs_tests needs an [sd] device")
         return (lambda: dev), None
-    from ..media.sim.sdtarget import load_card, load_host
+    from ..stack.sd import load_card, load_host
 
     host = load_host(media.host, media.host_params, sc.source_dir)
     over = dict(media.card_params)

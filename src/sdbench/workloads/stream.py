@@ -8,7 +8,7 @@ bit.  A pass's time is the sum of its transfer calls plus, for writes, the
 final fsync/fdatasync: verification happens between calls and is not timed.
 
 Targets: a :class:`~sdbench.media.linux.LinuxBlockDevice` (the window from
-its first sector) or a :class:`~sdbench.media.dirtarget.DirTarget` (a file
+its first sector) or a :class:`~sdbench.fs.hostdir.DirTarget` (a file
 ``sdbench-stream.bin``, O_DIRECT where the filesystem takes it, otherwise the
 page cache is dropped before reading).
 """
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from ..errors import ConfigError, SdbenchError
 from ..media.base import BlockDeviceError, ReadOnlyError
-from ..media.dirtarget import DirTarget
+from ..fs.hostdir import DirTarget
 from ..media.linux import AlignedBuffer, LinuxBlockDevice
 from ..records import MIB, RunRecord, make_row
 from ..stats_latency import LatencyHistogram, throughput_timeline

@@ -74,7 +74,7 @@ def _card(sc: Any, clock: VirtualClock) -> BlockDevice:
     if kind != "sim":
         raise ConfigError(f"scenario {sc.name}: protocol usbmsc needs a simulated card ([sd] media = \"sim\")")
     from ..cache import BlockCache
-    from ..media.sim.sdtarget import build_sim_sd
+    from ..stack.sd import build_sim_sd
 
     dev, _ = build_sim_sd(media, sc, clock)
     cache_cfg = sc.cache_config(dev.host)

@@ -44,8 +44,8 @@ class SpiffsConfig:
                                                   "index header pages to page_ix_len")
     cache_pages: int = opt(5, unit="pages", min=0, max=31,
                            help="read/write cache pages (ESP-IDF: max_files); 0 = no cache (SPIFFS_CACHE 0)")
-    write_cache: bool = opt(True, help="SPIFFS_CACHE_WR: writes shorter than a page are collected in a cache page "
-                                       "until the file is flushed, closed, sought or read")
+    write_cache: bool = opt(True, help="SPIFFS_CACHE_WR: writes shorter than a page collect in a cache page until "
+                                       "the file is flushed, closed, sought or read")
     page_checks: bool = opt(True, help="SPIFFS_PAGE_CHECK: read and validate each page header before use")
     gc_max_runs: int = opt(10, unit="runs", min=1, max=1000,
                            help="SPIFFS_GC_MAX_RUNS: blocks garbage-collected at most per space request")
@@ -57,8 +57,8 @@ class SpiffsConfig:
                               help="file descriptors (ESP-IDF: max_files)")
     temporal_fd_cache: bool = opt(True, help="SPIFFS_TEMPORAL_FD_CACHE: closed descriptors remember where a file "
                                              "was, so reopening it by name starts the search there")
-    use_mtime: bool = opt(True, help="ESP-IDF VFS (CONFIG_SPIFFS_USE_MTIME): every open for writing stores the "
-                                     "time in the metadata, which rewrites the index header page; needs meta_len >= 4")
+    use_mtime: bool = opt(True, help="CONFIG_SPIFFS_USE_MTIME: each open for writing rewrites the index header "
+                                     "with the time; needs meta_len >= 4")
 
     def __post_init__(self) -> None:
         ps, bs = self.page_size_bytes, self.block_size_bytes

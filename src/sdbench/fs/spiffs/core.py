@@ -19,8 +19,8 @@ from .cache import (C_DELE, C_MOVD, C_MOVS, C_READ, C_UPDT, C_WRTHRU, COM_MASK, 
 from .config import SpiffsConfig
 from .errors import SpiffsError
 from .gc import GcMixin
-from .layout import (PH_FLAG_DELET, PH_FLAG_FINAL, PH_FLAG_INDEX, PH_FLAG_IXDELE, PH_FLAG_USED, TYPE_FILE,
-                     UNDEFINED_LEN, Codec, Layout)
+from .layout import (EV_IX_DEL, EV_IX_NEW, EV_IX_UPD, EV_IX_UPD_HDR, PH_FLAG_DELET, PH_FLAG_FINAL, PH_FLAG_INDEX,
+                     PH_FLAG_IXDELE, PH_FLAG_USED, TYPE_FILE, UNDEFINED_LEN, Codec, Layout)
 
 # open flags (SPIFFS_O_*)
 O_APPEND = 1 << 0
@@ -39,9 +39,6 @@ VIS_CHECK_ID = 1 << 0
 VIS_CHECK_PH = 1 << 1
 VIS_NO_WRAP = 1 << 2
 CONT, RELOAD, STOP = 0, 1, 2
-
-# object index events
-EV_IX_UPD, EV_IX_NEW, EV_IX_DEL, EV_IX_MOV, EV_IX_UPD_HDR = range(5)
 
 COPY_CHUNK = 256          # SPIFFS_COPY_BUFFER_STACK in ESP-IDF
 TEMPORAL_HIT_SCORE = 4

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from .cache import C_READ, T_LU2
 from .errors import SpiffsError
-from .layout import PH_FLAG_DELET
+from .layout import EV_IX_DEL, EV_IX_MOV, EV_IX_UPD, PH_FLAG_DELET
 
 if TYPE_CHECKING:
     from .core import SpiffsCore
@@ -213,11 +213,11 @@ class GcMixin:
                             _pid, spix, fl = codec.ph.unpack(self.rd(T_LU2 | C_READ, cur_pix * ps, lay.ph_size))
                             if fl & PH_FLAG_DELET:
                                 new_pix = self.page_move(None, oid, cur_pix)
-                                self.cb_object_event(3, oid, spix, new_pix, 0)   # EV_IX_MOV
+                                self.cb_object_event(EV_IX_MOV, oid, spix, new_pix, 0)
                                 ids = self.read_lu(page_addr)
                             else:
                                 self.page_delete(cur_pix)
-                                self.cb_object_event(2, oid, spix, cur_pix, 0)   # EV_IX_DEL
+                                self.cb_object_event(EV_IX_DEL, oid, spix, cur_pix, 0)
                     cur_entry += 1
                 lu_page += 1
             if state == FIND_OBJ_DATA:
@@ -251,6 +251,6 @@ class GcMixin:
                 else:
                     new_objix_pix = self.page_move(self.work, cur_obj_id | ix, cur_objix_pix)
                     spx = codec.ph.unpack_from(self.work, 0)[1]
-                    self.cb_object_event(0, cur_obj_id, spx, new_objix_pix, 0)   # EV_IX_UPD
+                    self.cb_object_event(EV_IX_UPD, cur_obj_id, spx, new_objix_pix, 0)
             elif state == MOVE_OBJ_IX:
                 state = FINISHED

@@ -182,3 +182,6 @@ class Codec:
     def cstr(raw: bytes | bytearray) -> bytes:
         z = raw.find(0)
         return bytes(raw if z < 0 else raw[:z])
+
+# object index events (cb_object_event): what happened to an object's index page
+EV_IX_UPD, EV_IX_NEW, EV_IX_DEL, EV_IX_MOV, EV_IX_UPD_HDR = range(5)

@@ -54,15 +54,14 @@ class CardProfile:
                                    help="busy after the last block of a multi-block write (buffer flush)")
     page_bytes: int = opt(16384, unit="B", min=512, help="flash page: smallest unit the card programs")
     small_write_unit_bytes: int = opt(512, unit="B", min=512,
-                                      help="update-block space a scattered write shorter than a page takes: cards "
-                                           "keep small writes (FAT and directory updates) in a sector-mapped buffer, "
-                                           "as the Speed Class rules for file-system updates require")
+                                      help="update-block space a scattered write shorter than a page takes (small "
+                                           "FAT/directory writes go to a sector-mapped buffer)")
     au_bytes: int = opt(4 << 20, unit="B", min=16384, help="allocation unit (erase block group)")
     update_block_bytes: int = opt(4 << 20, unit="B", min=16384,
                                   help="space of one AU's update block before it must be merged")
     open_aus: int = opt(2, unit="AUs", min=1, max=64, help="AUs the card keeps open for writing at once")
-    preconditioned: bool = opt(True, help="every page holds data from earlier use (a card that has been written "
-                                          "all over), so merges copy what the update block did not rewrite")
+    preconditioned: bool = opt(True, help="every page holds data from earlier use, so merges copy what the update "
+                                          "block did not rewrite")
     first_write_ms: float = opt(0.0, unit="ms", min=0, max=MAX_TIME_MS,
                                 help="extra busy of the first write after power-up (loading the mapping tables)")
     initial_update_fill_bytes: int = opt(0, unit="B", min=0,
@@ -71,8 +70,8 @@ class CardProfile:
     merge_base_ms: float = opt(0.0, unit="ms", min=0, max=MAX_TIME_MS,
                                help="fixed cost of a merge that copies (erase, bookkeeping)")
     switch_merge_ms: float = opt(2.0, unit="ms", min=0, max=MAX_TIME_MS,
-                                 help="cost of a switch merge (an AU written front to back becomes the data block: "
-                                      "only the old block is erased); NAND block erase typical")
+                                 help="cost of a switch merge: an AU written front to back becomes the data block, "
+                                      "only the old block is erased")
     merge_copy_us_per_kib: float = opt(0.0, unit="µs/KiB", min=0, max=MAX_TIME_US,
                                        help="cost of copying one KiB of valid data during a merge")
     pause_probability: float = opt(0.0, min=0.0, max=1.0,
@@ -89,9 +88,8 @@ class CardProfile:
                                           help="highest bus clock in Default Speed, SD or SPI mode (SD Physical "
                                                "Layer spec: 25 MHz, CSD TRAN_SPEED 0x32)")
     high_speed_max_clock_hz: int = opt(50_000_000, unit="Hz", min=0,
-                                       help="highest bus clock after the host switched the card to High Speed "
-                                            "with CMD6 (SD spec: 50 MHz at 3.3 V, TRAN_SPEED 0x5A); 0 = the card "
-                                            "has no High Speed mode")
+                                       help="highest bus clock in High Speed mode, after CMD6 (SD spec: 50 MHz, "
+                                            "TRAN_SPEED 0x5A); 0 = the card has no High Speed mode")
 
     def __post_init__(self) -> None:
         # what the FTL model divides by or sizes with; ValueError so the option loader names the table

@@ -29,7 +29,11 @@ Buffers are taken to be in internal RAM (direct read/write, no bounce copy).
 
 Speed: reads and write lock sections are replayed arithmetically and charged to the
 clock in one step (see "fast paths" below), with results identical to the
-command-by-command path, which still runs whenever the replay cannot be exact.
+command-by-command path (the reference), which still runs whenever the replay
+cannot be exact.  ``reference_path=True`` (per driver, or :data:`REFERENCE_PATH`
+for drivers built without the argument) makes every call take the reference
+path: for anything that must see each command on its way to the chip, and for
+the tests that hold the two paths to the same results.
 
 The driver is a byte-addressed BlockDevice (sector_size 1, erase_size 4096,
 erase_value 0xFF) over the whole chip or a partition window
@@ -39,7 +43,6 @@ erase_range`` offer to wear levelling, SPIFFS and littlefs.
 from __future__ import annotations
 
 import math
-import operator
 import random
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -59,6 +62,10 @@ from .nor import (ADDR_BITS, BLOCK64_BYTES, CMD_CLOCKS, READ_MODES, RDSR_CLOCKS,
 
 FLASH_MODES = ("qio", "qout", "dio", "dout", "fastrd", "slowrd")
 
+#: default of ``Esp32FlashDriver(reference_path=...)``: True sends every read and write command by command
+#: (the reference path) instead of replaying lock sections in one clock step; results are the same either way
+REFERENCE_PATH = False
+
 
 @dataclass(frozen=True)
 class EspFlashHostProfile:
@@ -74,8 +81,8 @@ class EspFlashHostProfile:
                                    help="software cost of one SPI1 transaction (HAL register set-up, start, "
                                         "done polling, data register copy)")
     op_overhead_cycles: int = opt(3200, unit="cycles", min=0,
-                                  help="software cost of one lock section (SPI1 lock, cache disable + enable "
-                                       "incl. the other CPU, cache flush, partition/API checks)")
+                                  help="software cost of one lock section (SPI1 lock, cache disable/enable on both "
+                                       "CPUs, cache flush, partition checks)")
     max_read_bytes: int = opt(64, unit="B", min=1, help="bytes per read command (SPI_FLASH_HAL_MAX_READ_BYTES)")
     max_write_bytes: int = opt(64, unit="B", min=1, help="bytes per page program (SPI_FLASH_HAL_MAX_WRITE_BYTES)")
     read_chunk_bytes: int = opt(16384, unit="B", min=1, help="bytes per lock section of a read (MAX_READ_CHUNK)")
@@ -93,8 +100,8 @@ class EspFlashHostProfile:
     erase_yield_ticks: int = opt(1, unit="ticks", min=1,
                                  help="vTaskDelay of a yield (CONFIG_SPI_FLASH_ERASE_YIELD_TICKS)")
     max_flash_clock_hz: int = opt(0, unit="Hz", min=0,
-                                  help="highest SPI1 flash clock the chip's flash controller runs (ESP32: 80 MHz, "
-                                       "the top CONFIG_ESPTOOLPY_FLASHFREQ choice); 0 = no limit of its own")
+                                  help="highest SPI1 flash clock the host can set (ESP32: 80 MHz); a faster "
+                                       "flash_clock_hz is refused; 0 = no limit")
 
     def cycles_ns(self, cycles: float) -> float:
         return cycles * 1e9 / self.cpu_hz
@@ -133,7 +140,8 @@ class Esp32FlashDriver(BlockDevice):
     kind = "esp32-flash"
 
     def __init__(self, chip: NorFlashChip, profile: EspFlashHostProfile | None = None, *, offset_bytes: int = 0,
-                 size_bytes: int | None = None, read_only: bool = False, _os: _OsState | None = None) -> None:
+                 size_bytes: int | None = None, read_only: bool = False, reference_path: bool | None = None,
+                 _os: _OsState | None = None) -> None:
         prof = profile or EspFlashHostProfile()
         cap = chip.profile.capacity_bytes
         size = cap - offset_bytes if size_bytes is None else size_bytes
@@ -162,6 +170,8 @@ class Esp32FlashDriver(BlockDevice):
         self._tick_ns = 1e9 / prof.rtos_tick_hz
         self._mode = prof.flash_mode
         self._page = chip.profile.page_size_bytes
+        #: True: every read and write goes command by command (see REFERENCE_PATH)
+        self.reference_path = REFERENCE_PATH if reference_path is None else bool(reference_path)
         # fast paths (see _write_section_fast): integer clock steps, recomputed if the chip's SCLK changes
         self._fast_npc = -1.0
         self._fast: tuple[Any, ...] = ()
@@ -169,9 +179,11 @@ class Esp32FlashDriver(BlockDevice):
         self._read_primed = False
 
     def partition(self, offset_bytes: int, size_bytes: int) -> "Esp32FlashDriver":
-        """Another window on the same chip, sharing the driver's OS state (as esp_partition does)."""
-        return Esp32FlashDriver(self.chip, self.profile, offset_bytes=self.offset_bytes + offset_bytes,
-                                size_bytes=size_bytes, read_only=self.read_only, _os=self._os)
+        """Another window on the same chip, sharing the driver's OS state (as esp_partition does) and its
+        choice of path."""
+        return type(self)(self.chip, self.profile, offset_bytes=self.offset_bytes + offset_bytes,
+                          size_bytes=size_bytes, read_only=self.read_only, reference_path=self.reference_path,
+                          _os=self._os)
 
     # ---- time helpers ----------------------------------------------------------------
     def _host(self, ns: float) -> None:
@@ -242,16 +254,18 @@ class Esp32FlashDriver(BlockDevice):
 
     # ---- fast paths --------------------------------------------------------------------
     # A lock section (and a whole esp_flash_read) is atomic for everything above the driver: nothing else
-    # reads the clock or the chip between its commands.  The fast paths therefore replay a section arithmetically and move the clock
-    # once (VirtualClock.apply), with exactly the integer steps the command-by-command path takes
-    # (advance_ns rounds every step on its own; those rounded steps are summed here), the same random
-    # busy draws in the same order, and the same counters and chip state.  They are used only when
-    #  * no step is hooked (_plain: no spy or subclass on the driver's steps, the chip's commands or the
-    #    clock's methods, which would have to see every command),
+    # reads the clock or the chip between its commands.  The fast paths therefore replay a section
+    # arithmetically and move the clock once (VirtualClock.apply), with exactly the integer steps the
+    # command-by-command path takes (advance_ns rounds every step on its own; those rounded steps are summed
+    # here), the same random busy draws in the same order, and the same counters and chip state.  They are
+    # used only when
+    #  * the driver is not set to the reference path (reference_path / REFERENCE_PATH),
     #  * the clock already has every time category and command name the section can add, so a
     #    one-step apply() cannot change the insertion order of the breakdown/command tables,
     #  * the section does not wrap at the chip end, and (writes) strict mode has nothing to refuse.
-    # Otherwise the command-by-command path (the reference) runs.
+    # Otherwise the command-by-command path (the reference) runs.  Since the fast paths never call the
+    # driver's per-command steps or the chip's command methods, anything that hooks those (a spy, a trace)
+    # needs reference_path=True.  tests/test_esp_flash_paths.py holds the two paths to identical results.
 
     def _fast_consts(self) -> tuple[Any, ...]:
         chip = self.chip
@@ -274,14 +288,6 @@ class Esp32FlashDriver(BlockDevice):
             self._fast_npc = npc
         return self._fast
 
-    def _plain(self) -> bool:
-        """Nothing the fast paths replace is hooked: the driver's per-command steps, the chip's commands,
-        the clock's per-step methods (a subclass, class attribute or instance attribute, e.g. a spy)."""
-        clock = self.vclock
-        return (_step_attrs(type(self)) == _PLAIN_STEPS and self.__dict__.keys().isdisjoint(_STEP_NAMES)
-                and self.chip.plain_commands() and type(clock) is VirtualClock
-                and _clock_attrs(VirtualClock) == _PLAIN_CLOCK and clock.__dict__.keys().isdisjoint(_CLOCK_NAMES))
-
     def _primed(self, spent: tuple[str, ...], commands: tuple[str, ...]) -> bool:
         bd = self.vclock.breakdown_ns()
         cmds = self.vclock.commands_snapshot()
@@ -295,8 +301,6 @@ class Esp32FlashDriver(BlockDevice):
             if not self._primed(("host", "bus", "flash"), ("RDSR", "WREN", "PP")):
                 return False
             self._write_primed = True
-        if not self._plain():
-            return False
         size = len(smv)
         if start < 0 or start + size > chip.profile.capacity_bytes or smv.format != "B" or not smv.contiguous:
             return False
@@ -440,7 +444,7 @@ class Esp32FlashDriver(BlockDevice):
             if not self._primed(("host", "bus"), ("READ",)):
                 return None
             self._read_primed = True
-        if size <= 0 or addr < 0 or addr + size > chip.profile.capacity_bytes or not self._plain():
+        if size <= 0 or addr < 0 or addr + size > chip.profile.capacity_bytes:
             return None
         if chip._busy:
             chip._settle()  # what the first READ does
@@ -482,9 +486,10 @@ class Esp32FlashDriver(BlockDevice):
     # ---- esp_flash API (absolute chip addresses) ------------------------------------
     def flash_read(self, addr: int, size: int) -> bytes:
         """esp_flash_read."""
-        data = self._read_fast(addr, size)
-        if data is not None:
-            return data
+        if not self.reference_path:
+            data = self._read_fast(addr, size)
+            if data is not None:
+                return data
         chip = self.chip
         out = bytearray()
         step = self.profile.max_read_bytes
@@ -512,12 +517,13 @@ class Esp32FlashDriver(BlockDevice):
         mv = memoryview(data)
         n = len(mv)
         chunk_max = self.profile.write_chunk_bytes
+        fast = not self.reference_path
         pos = 0
         while pos < n:
             chunk = min(chunk_max, n - pos)
             self._yield_check()
             section = mv[pos:pos + chunk]
-            if not self._write_section_fast(addr + pos, section):
+            if not (fast and self._write_section_fast(addr + pos, section)):
                 self._write_section(addr + pos, section)
             self._release()
             pos += chunk
@@ -577,15 +583,6 @@ class Esp32FlashDriver(BlockDevice):
         d["chip"] = {"kind": self.chip.kind, "profile": to_mapping(self.chip.profile),
                      "config": to_mapping(self.chip.config)}
         return d
-
-
-# what the fast paths replace (see Esp32FlashDriver._plain)
-_STEP_NAMES = ("_host", "_lock_section", "_release", "_wait_idle", "_write_enable")
-_step_attrs = operator.attrgetter(*_STEP_NAMES)
-_PLAIN_STEPS = _step_attrs(Esp32FlashDriver)
-_CLOCK_NAMES = ("advance_ns", "count_command", "now_ns")
-_clock_attrs = operator.attrgetter(*_CLOCK_NAMES)
-_PLAIN_CLOCK = _clock_attrs(VirtualClock)
 
 
 # ---- calibration hook ------------------------------------------------------------------

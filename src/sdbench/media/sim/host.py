@@ -22,8 +22,8 @@ class HostProfile:
     name: str = opt("generic", help="host name")
     description: str = opt("", help="board/MCU and driver")
     driver: str = opt("generic", choices=DRIVERS,
-                      help="driver behaviour: sdmmc (ESP-IDF SDMMC host), sdspi (ESP-IDF SDSPI), p2spi (Propeller 2 "
-                           "smart-pin SPI), generic (one command per request, no alignment rules)")
+                      help="sdmmc: ESP-IDF SDMMC host; sdspi: ESP-IDF SDSPI; p2spi: Propeller 2 smart-pin SPI; "
+                           "generic: one command per request")
     cpu_hz: int = opt(240_000_000, unit="Hz", min=1_000_000, help="CPU clock the cycle counts run at")
     transaction_cycles: int = opt(6000, unit="cycles", min=0,
                                   help="software cost of one command transaction (set up, interrupt, wake-up)")
@@ -50,13 +50,13 @@ class HostProfile:
                                      help="sdmmc: busy polling with CMD13 yields one tick after this long, "
                                           "then after doubling intervals")
     max_bus_clock_hz: int = opt(0, unit="Hz", min=0,
-                                help="highest bus clock the host and its driver generate (e.g. ESP-IDF's SDMMC "
-                                     "host: 160 MHz / 4 = 40 MHz); 0 = no limit of its own")
+                                help="highest bus clock the host driver makes (ESP-IDF SDMMC: 160 MHz / 4 = 40 MHz); "
+                                     "faster is refused; 0 = no limit")
     min_clock_divider: int = opt(0, min=0,
-                                 help="the bus clock is cpu_hz divided by at least this (a clock made by the CPU's "
-                                      "own pins); 0 = not tied to cpu_hz")
-    high_speed: bool = opt(True, help="the driver switches a card that has it to High Speed (CMD6), allowing "
-                                      "clocks above the card's Default Speed limit (ESP-IDF's SDSPI does not)")
+                                 help="the bus clock is at most cpu_hz / this (a clock made by the CPU's own pins, "
+                                      "e.g. P2 smart pins); 0 = not tied to cpu_hz")
+    high_speed: bool = opt(True, help="the driver switches the card to High Speed (CMD6) for clocks above its "
+                                      "Default Speed limit (ESP-IDF's SDSPI does not)")
 
     def cycles_ns(self, cycles: float) -> float:
         return cycles * 1e9 / self.cpu_hz

@@ -31,7 +31,6 @@ each waited for), so it passes the shared conformance suite.
 from __future__ import annotations
 
 import math
-import operator
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,7 +101,8 @@ class FlashChipProfile:
 
     name: str = opt("generic-32mbit", help="part name")
     description: str = opt("", help="what part this is and where its figures come from")
-    capacity_bytes: int = opt(4 << 20, unit="B", min=64 * 1024, help="array size")
+    capacity_bytes: int = opt(4 << 20, unit="B", min=64 * 1024,
+                              help="array size: a multiple of 64 KiB, at most 16 MiB (3-byte addressing)")
     page_size_bytes: int = opt(256, unit="B", choices=(64, 128, 256, 512), help="page program buffer")
     max_clock_hz: int = opt(104_000_000, unit="Hz", min=1_000_000, help="highest SCLK for all but READ (03h)")
     max_read_clock_hz: int = opt(50_000_000, unit="Hz", min=1_000_000, help="highest SCLK for READ (03h)")
@@ -123,9 +123,10 @@ class FlashChipProfile:
     block64_erase_typ_ms: float = opt(150.0, unit="ms", min=0, max=MAX_ERASE_MS, help="tBE2: 64 KiB block erase")
     block64_erase_max_ms: float = opt(2000.0, unit="ms", min=0, max=MAX_ERASE_MS, help="tBE2 maximum")
     busy_time_sigma: float = opt(0.1, min=0.0, max=2.0,
-                                 help="log-space spread of program/erase times around typical (lognormal, "
-                                      "median = typical, clipped to maximum); 0 = always typical")
-    endurance_cycles: int = opt(100_000, unit="erase cycles", min=1, help="rated erase cycles per sector")
+                                 help="log-space spread of busy times around typical (not a datasheet figure; "
+                                      "clipped to maximum); 0 = always typical")
+    endurance_cycles: int = opt(100_000, unit="erase cycles", min=1,
+                                help="rated erase cycles per sector, for the wear summary")
 
     def __post_init__(self) -> None:
         if self.capacity_bytes % BLOCK64_BYTES:
@@ -370,17 +371,11 @@ class NorFlashChip(BlockDevice):
         self._settle()
 
     # ---- fast-path support (for a host driver that keeps time itself) ----------------
+    # A driver may replay a whole command sequence arithmetically (:meth:`span_zero_to_one`, :meth:`and_span`,
+    # :meth:`mem_view`) with exactly the time, counters and state the command-by-command path gives; such a
+    # replay calls none of the command methods above, so a driver that offers one also offers a switch back
+    # to sending commands one by one (Esp32FlashDriver's reference_path).
     _SMALL_SPAN = 512  # below this, int arithmetic beats numpy for the 0->1 check
-
-    def plain_commands(self) -> bool:
-        """True when no command method is overridden (by a subclass, on the class or on the instance, e.g. a
-        test spy).
-
-        A driver may then replay a whole command sequence arithmetically (:meth:`span_zero_to_one`,
-        :meth:`and_span`, :meth:`mem_view`) with exactly the time, counters and state the
-        command-by-command path gives.
-        """
-        return _command_attrs(type(self)) == _PLAIN_COMMANDS and self.__dict__.keys().isdisjoint(_COMMAND_NAMES)
 
     def mem_view(self, addr: int, nbytes: int) -> bytes:
         """Array contents ``addr..addr+nbytes`` (no wrap, no time, no stats): the data of batched reads."""
@@ -532,10 +527,3 @@ class NorFlashChip(BlockDevice):
                 self.cmd_sector_erase(addr)
                 addr += SECTOR_BYTES
         self.wait_ready()
-
-
-# what a driver's fast path replaces: if any of these is hooked, it must drive the chip command by command
-_COMMAND_NAMES = ("cmd_read", "cmd_write_enable", "cmd_read_status", "note_status_reads", "cmd_page_program",
-                  "_start_write_op", "_settle", "_bus", "_draw_ns", "_set_busy", "busy_until_ns", "rdsr_ns")
-_command_attrs = operator.attrgetter(*_COMMAND_NAMES)
-_PLAIN_COMMANDS = _command_attrs(NorFlashChip)

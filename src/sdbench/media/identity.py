@@ -21,8 +21,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, SdbenchError
-from .media.safety import stat_target
+from ..errors import ConfigError, SdbenchError
+from .safety import stat_target
 
 SD_MANUFACTURERS = {
     0x01: "Panasonic", 0x02: "Toshiba/Kioxia", 0x03: "SanDisk", 0x06: "Ritek", 0x08: "Silicon Power",

@@ -16,16 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ...clock import VirtualClock
-from ...errors import ConfigError
-from ...fs.costed import CostedFileSystem
-from ...fs.fat import FatConfig, FatFileSystem, plan_volume, volume_capacity_bytes
-from ...fs.littlefs import LittleFsConfig, LittleFsFileSystem, check_geometry
-from ...options import from_mapping, opt, to_mapping
-from ..base import BlockDevice, BlockDeviceWrapper, Geometry
-from ..wl import WearLevelling, WlConfig, WlLayout
-from .esp_flash import Esp32FlashDriver, load_esp_flash_host
-from .nor import NorChipConfig, NorFlashChip, load_chip_profile
+from ..clock import VirtualClock
+from ..errors import ConfigError
+from ..fs.costed import CostedFileSystem
+from ..fs.fat import FatConfig, FatFileSystem, plan_volume, volume_capacity_bytes
+from ..fs.littlefs import LittleFsConfig, LittleFsFileSystem, check_geometry
+from ..options import from_mapping, opt, to_mapping
+from ..media.base import BlockDevice, BlockDeviceWrapper, Geometry
+from ..media.wl import WearLevelling, WlConfig, WlLayout
+from ..media.sim.esp_flash import Esp32FlashDriver, load_esp_flash_host
+from ..media.sim.nor import NorChipConfig, NorFlashChip, load_chip_profile
 
 
 @dataclass(frozen=True)
@@ -44,10 +44,11 @@ class SimFlashConfig:
                                                                   cache_size=512, lookahead_size=128,
                                                                   block_cycles=512),
                                    help="LittleFS on the partition (esp_littlefs flash configuration)")
-    spiffs: dict[str, Any] = opt(factory=dict, help="SPIFFS configuration fields (default: ESP-IDF's)")
+    spiffs: dict[str, Any] = opt(factory=dict,
+                                 help="SPIFFS configuration: SpiffsConfig fields (docs/spiffs.md); default: ESP-IDF's")
     fs_call_cycles: int = opt(6000, unit="cycles", min=0,
                               help="host cost of one file read()/write() through the VFS and filesystem, excluding "
-                                   "flash I/O (the same estimate as the SD host profiles), at the host's cpu_hz")
+                                   "flash I/O, at the host's cpu_hz")
 
 
 class WlRawView(BlockDeviceWrapper):
@@ -137,7 +138,7 @@ def _path(name: str, base_dir: Any) -> str:
 
 def _spiffs_factory(partition: BlockDevice, table: dict[str, Any]) -> Callable[[], Any] | None:
     try:
-        from ...fs.spiffs import SpiffsConfig, SpiffsFileSystem
+        from ..fs.spiffs import SpiffsConfig, SpiffsFileSystem
     except ImportError:
         return None
     cfg = from_mapping(SpiffsConfig, table, "flash.spiffs")

@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FileSystemError, SdbenchError
-from ..fs.base import SEEK_CUR, SEEK_END, SEEK_SET, File, FileStat, FileSystem
-from .linux import AlignedBuffer
-from .safety import read_mounts
+from ..media.linux import AlignedBuffer
+from ..media.safety import read_mounts
+from .base import SEEK_CUR, SEEK_END, SEEK_SET, File, FileStat, FileSystem
 
 PROBE_PREFIX = ".sdbench-probe-"
 DROP_CACHES = "/proc/sys/vm/drop_caches"
@@ -422,3 +422,14 @@ class DirTarget(FileSystem):
         if self.warnings:
             d["warnings"] = list(self.warnings)
         return d
+
+
+def open_directory(path: str, *, direct: bool | None = None, drop_caches: bool = False) -> DirTarget:
+    """A directory on a mounted filesystem; only files sdbench creates in it are written.
+
+    ``direct``: True = O_DIRECT required (error if refused), False = page cache, None = O_DIRECT where possible."""
+    target = DirTarget(path, direct=direct is not False, drop_caches=drop_caches)
+    if direct is True and not target.direct_align_bytes:
+        raise SdbenchError(f"O_DIRECT is not supported in {path} (the filesystem refuses it); "
+                           f"use --buffered to accept page-cache I/O with fsync and fadvise")
+    return target

@@ -43,7 +43,7 @@ def to_csv(runs: Sequence[tuple[int, RunRecord]]) -> str:
 
 
 def to_markdown(runs: Sequence[tuple[int, RunRecord]], infos: Sequence[object] = ()) -> str:
-    from ..report.tables import rows_table, run_summary
+    from .tables import rows_table, run_summary
 
     parts = []
     for i, (rid, rec) in enumerate(runs):

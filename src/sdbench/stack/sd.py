@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...clock import VirtualClock
-from ...errors import ConfigError
-from ... import profiles
-from ...options import opt, to_mapping
-from .bus import BusConfig, SdBus
-from .card import CardProfile
-from .host import HostProfile
-from .sdhost import SdHostDriver
+from ..clock import VirtualClock
+from ..errors import ConfigError
+from .. import profiles
+from ..options import opt, to_mapping
+from ..media.sim.bus import BusConfig, SdBus
+from ..media.sim.card import CardProfile
+from ..media.sim.host import HostProfile
+from ..media.sim.sdhost import SdHostDriver
 
 @dataclass(frozen=True)
 class SimSdConfig:

@@ -1,0 +1,129 @@
+"""``sdbench list``: what this sdbench can run, one Markdown table per kind, read from the registries."""
+from __future__ import annotations
+
+from enum import Enum
+
+import typer
+
+from ..errors import ConfigError
+from ..media.sim.card import CardProfile
+from ..media.sim.esp_flash import EspFlashHostProfile
+from ..media.sim.host import HostProfile
+from ..media.sim.nor import FlashChipProfile
+
+
+class Kind(str, Enum):
+    protocols = "protocols"
+    filesystems = "filesystems"
+    hosts = "hosts"
+    cards = "cards"
+    flash = "flash"
+    scenarios = "scenarios"
+    sweeps = "sweeps"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> None:
+    typer.echo("| " + " | ".join(headers) + " |")
+    typer.echo("|" + "|".join("---" for _ in headers) + "|")
+    for r in rows:
+        typer.echo("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |")
+
+
+def _mhz(hz: float) -> str:
+    return f"{hz / 1e6:g} MHz"
+
+
+def _fitted(folder: str, name: str) -> str:
+    """Whether `sdbench calibrate` wrote the profile (its header says so), as a table cell."""
+    from .. import profiles
+
+    text = (profiles.DATA / folder / f"{name}.toml").read_text()
+    return "fitted" if "fitted by `sdbench calibrate" in text else "uncalibrated"
+
+
+def _protocols() -> None:
+    from ..workloads.registry import protocols
+
+    _table(["protocol", "runs on", "needs", "--runs sets", "what it measures"],
+           [[p.name, ", ".join(sorted(p.media)), ", ".join(sorted(p.needs)), p.runs_option, p.summary]
+            for p in protocols().values()])
+
+
+def _filesystems() -> None:
+    from ..fs.registry import filesystems
+
+    _table(["filesystem", "medium", "options", "what it is"],
+           [[f.name, f.medium, f.config.__name__, f.summary] for f in filesystems().values()])
+
+
+def _hosts() -> None:
+    from .. import profiles
+
+    rows = []
+    for name in profiles.shipped("hosts"):
+        try:
+            h = profiles.load(HostProfile, "hosts", name, what="host profile")
+        except ConfigError:  # the hosts folder holds SD hosts and ESP32 flash hosts
+            f = profiles.load(EspFlashHostProfile, "hosts", name, what="host profile")
+            limit = _mhz(f.max_flash_clock_hz) if f.max_flash_clock_hz else "-"
+            rows.append([name, "esp_flash (SPI NOR)", _mhz(f.cpu_hz), limit, _fitted("hosts", name), f.description])
+            continue
+        limits = [x for x in (h.max_bus_clock_hz, h.cpu_hz // h.min_clock_divider if h.min_clock_divider else 0) if x]
+        limit = _mhz(min(limits)) if limits else "-"
+        rows.append([name, h.driver, _mhz(h.cpu_hz), limit, _fitted("hosts", name), h.description])
+    _table(["host", "driver", "CPU", "bus clock limit", "parameters", "description"], rows)
+
+
+def _cards() -> None:
+    from .. import profiles
+
+    rows = []
+    for name in profiles.shipped("cards"):
+        c = profiles.load(CardProfile, "cards", name, what="card profile")
+        hs = _mhz(c.high_speed_max_clock_hz) if c.high_speed_max_clock_hz else "-"
+        rows.append([name, f"{c.capacity_bytes / 1e9:.1f} GB", f"{c.au_bytes >> 20} MiB",
+                     _mhz(c.default_speed_max_clock_hz), hs, _fitted("cards", name), c.description])
+    _table(["card", "capacity", "allocation unit", "default speed", "high speed", "parameters", "description"],
+           rows)
+
+
+def _flash() -> None:
+    from .. import profiles
+
+    rows = []
+    for name in profiles.shipped("flash"):
+        c = profiles.load(FlashChipProfile, "flash", name, what="flash chip profile")
+        rows.append([name, f"{c.capacity_bytes >> 20} MiB", f"{c.page_size_bytes} B", _fitted("flash", name),
+                     c.description])
+    _table(["flash chip", "capacity", "page", "parameters", "description"], rows)
+
+
+def _scenarios() -> None:
+    from .. import scenarios as scen
+
+    _table(["scenario", "description"],
+           [[n + (" (default)" if n == scen.DEFAULT_SCENARIO else ""), d] for n, d in scen.describe_all()])
+
+
+def _sweeps() -> None:
+    from .. import sweep
+
+    rows = []
+    for name in sweep.builtin_specs():
+        spec = sweep.load_spec(name)
+        rows.append([name, spec.base, ", ".join(spec.keys), spec.description])
+    _table(["sweep", "base scenario", "grid keys", "description"], rows)
+
+
+_LISTERS = {Kind.protocols: _protocols, Kind.filesystems: _filesystems, Kind.hosts: _hosts, Kind.cards: _cards,
+            Kind.flash: _flash, Kind.scenarios: _scenarios, Kind.sweeps: _sweeps}
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("list")
+    def list_cmd(kind: Kind = typer.Argument(..., help="What to list: protocols, filesystems, hosts, cards, "
+                                                       "flash (chips), scenarios or sweeps.")) -> None:
+        """List what sdbench can run, one line each (Markdown): protocols with where they run and what they
+        need, filesystems, host profiles with their bus clock limits, card profiles with capacity and clock
+        limits, flash chips, built-in scenarios and sweeps. Plugins appear here too."""
+        _LISTERS[kind]()

@@ -1,0 +1,98 @@
+"""The one stack builder: a scenario's description becomes devices, wrappers and filesystems on one clock.
+
+Real media and simulated cards come from :data:`sdbench.stack.media.MEDIA`;
+then the optional block cache ([sd.cache]); then the filesystem factories the
+protocols call (FAT and LittleFS on the SD device, the flash target's parts, a
+mounted directory). Protocols receive the :class:`Built` stack and never build
+their own.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..cache import BlockCache
+from ..clock import Clock, VirtualClock, WallClock
+from ..fs.costed import CostedFileSystem
+from ..fs.fat import FatFileSystem
+from ..fs.hostdir import open_directory
+from ..fs.littlefs import LittleFsFileSystem
+from ..media.base import BlockDevice
+from ..options import to_mapping
+from .media import MEDIA
+from .target import Target
+
+
+@dataclass
+class Built:
+    """A built stack: the target for the protocol, its clock and metadata."""
+
+    target: Target
+    clock: Clock
+    stack: dict[str, Any]
+    devices: list[BlockDevice] = field(default_factory=list)
+    #: what a protocol reports beyond its rows; run_scenario puts it into the run's metadata
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def close(self) -> None:
+        for d in self.devices:
+            d.close()
+
+
+def build(sc: Any) -> Built:
+    """Build the stack scenario ``sc`` describes: devices, wrappers, filesystem factories, one clock."""
+    devices: list[BlockDevice] = []
+    try:
+        return _build(sc, devices)
+    except BaseException:
+        for d in reversed(devices):  # what was opened before a later part was refused
+            d.close()
+        raise
+
+
+def _build(sc: Any, devices: list[BlockDevice]) -> Built:
+    clock: Clock = VirtualClock() if sc.clock_kind() == "virtual" else WallClock()
+    stack: dict[str, Any] = {"scenario": sc.name, "protocol": sc.protocol}
+    sd_dev = None
+    factories: dict[str, Callable[[], Any]] = {}
+    counters: dict[str, tuple[BlockDevice, ...]] = {}
+    if sc.sd:
+        kind, cfg = sc.media_config("sd")
+        sd_dev, meta = MEDIA[kind][1](cfg, sc, clock)
+        devices.append(sd_dev)
+        host = getattr(sd_dev, "host", None)
+        cache_cfg = sc.cache_config(host)
+        if cache_cfg is not None:
+            sd_dev = devices[-1] = BlockCache(sd_dev, cache_cfg)
+        stack["sd"] = {**meta, "device": sd_dev.describe()}
+        stack["sd_fat"] = to_mapping(sc.sd_fat)
+        stack["sd_littlefs"] = to_mapping(sc.sd_littlefs)
+        fat_cfg, lfs_cfg = sc.sd_fat, sc.sd_littlefs
+        dev = sd_dev
+        factories["sd_fatfs"] = lambda: FatFileSystem(dev, fat_cfg)
+        factories["sd_littlefs"] = lambda: LittleFsFileSystem(dev, lfs_cfg)
+        if host is not None and isinstance(clock, VirtualClock):
+            # the host's VFS/filesystem software time per read()/write() call
+            call_ns = host.cycles_ns(host.fs_call_cycles)
+            open_ns = host.cycles_ns(host.fs_open_cycles)
+            for part in ("sd_fatfs", "sd_littlefs"):
+                make = factories[part]
+                factories[part] = (lambda make=make: CostedFileSystem(make(), clock, call_ns, open_ns))
+    flash_raw = None
+    if sc.flash:
+        kind, cfg = sc.media_config("flash")
+        flash_target, meta = MEDIA[kind][1](cfg, sc, clock)
+        # flash builders return a FlashTarget-like object with the parts' devices and factories
+        devices.append(flash_target)  # type: ignore[arg-type]
+        stack["flash"] = meta
+        flash_raw = getattr(flash_target, "raw_device", None)
+        factories.update(getattr(flash_target, "fs_factories", {}))
+        counters.update(getattr(flash_target, "counter_devices", {}))
+    if sc.directory:
+        dir_fs = open_directory(sc.directory, drop_caches=sc.directory_drop_caches)
+        stack["dir"] = dir_fs.describe()
+        factories["dir"] = lambda: dir_fs
+    target = Target(sd_device=sd_dev, flash_raw_device=flash_raw, fs_factories=factories,
+                    counter_devices=counters)
+    return Built(target, clock, stack, devices)

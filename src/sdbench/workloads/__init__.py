@@ -1,0 +1,1 @@
+"""workloads/: the protocols (what is measured) and their registry (workloads.registry)."""

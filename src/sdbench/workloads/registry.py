@@ -1,0 +1,163 @@
+"""The protocol registry: every protocol sdbench can run, with what it needs and where it runs.
+
+Like fio's engine ops table: one :class:`ProtocolSpec` per protocol holds its
+option table, the field ``--runs`` sets, its capability flags and the
+functions that check and run it. The CLI, sweeps, validation and ``sdbench
+list protocols`` read this registry; no other module keeps a list of
+protocol names.
+
+A third-party package adds a protocol through the ``sdbench.protocols`` entry
+point group: the entry point names a ProtocolSpec (docs/plugins.md).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError
+from ..fs.fat import plan_volume, volume_capacity_bytes
+from ..fs.littlefs import check_geometry
+from ..options import from_mapping
+from ..records import Row
+from ..registry import Registry
+from ..runner import Context
+from . import espidf, fstests, p2, rawseq, usbmsc
+from .espidf import EspIdfConfig
+from .fstests import FsTestsConfig
+from .p2 import P2Config
+from .rawseq import RawSeqConfig
+from .usbmsc import UsbMscProtocolConfig
+
+#: media kinds (the ``media`` key of a scenario's [sd] or [flash] table, or "dir" for a mounted directory)
+MEDIA_KINDS = ("sim", "sim-nor", "memory", "image", "device", "dir")
+
+
+def _no_check(sc: Any, built: Any) -> None:
+    """A protocol with nothing to check before it runs."""
+
+
+@dataclass(frozen=True)
+class ProtocolSpec:
+    """One protocol: its options, capabilities and entry points (all a plugin has to provide)."""
+
+    name: str
+    summary: str                                   # one line for `sdbench list protocols`
+    table: str                                     # the scenario table holding its options
+    config: type                                   # the option declarations of that table
+    runs_field: str                                # the field of that table `--runs` sets
+    #: media kinds it runs on (see MEDIA_KINDS)
+    media: frozenset[str]
+    #: what it takes from the stack: "block" (a block device), "filesystem" (filesystems made over it),
+    #: "sim-sd" (a simulated card it drives through its own host driver)
+    needs: frozenset[str]
+    #: (scenario, built stack, context) -> rows, one per measurement, as they finish
+    run: Callable[[Any, Any, Context], Iterator[Row]]
+    #: scenario -> timed calls (for progress)
+    timed_calls: Callable[[Any], int]
+    #: (scenario, built stack): refuse with ConfigError what cannot run on this stack, before the run begins
+    preflight: Callable[[Any, Any], None] = _no_check
+    #: (rows, built stack) -> extra run metadata (e.g. the P2 summary), or None
+    summarise: Callable[[list[Row], Any], dict[str, Any]] | None = None
+    #: table -> options, where reading the table takes more than the declarations (None: from_mapping)
+    load_options: Callable[[dict[str, Any]], Any] | None = None
+
+    @property
+    def runs_option(self) -> str:
+        """The scenario key `--runs` sets, e.g. ``espidf.runs``."""
+        return f"{self.table}.{self.runs_field}"
+
+    def options(self, table: dict[str, Any]) -> Any:
+        """The protocol's options from its scenario table (ConfigError naming the field)."""
+        if self.load_options is not None:
+            return self.load_options(table)
+        return from_mapping(self.config, table, self.table)
+
+    def config_of(self, sc: Any) -> Any:
+        """The protocol's options in scenario ``sc`` (defaults where it has no table)."""
+        return self.options(sc.raw.get(self.table, {}))
+
+
+# ---- the built-in protocols ----------------------------------------------------------------------
+
+def _sd(sc: Any, b: Any) -> Any:
+    if b.target.sd_device is None:
+        raise ConfigError(f"scenario {sc.name}: protocol {sc.protocol} needs an [sd] device")
+    return b.target.sd_device
+
+
+def fs_capacity(sc: Any, b: Any) -> Callable[[str], int | None]:
+    """part -> bytes of file data its filesystem holds at most, after checking its configuration against its
+    device (ConfigError naming the option); None for a part whose filesystem cannot be sized (a directory)."""
+    flash = next((d for d in b.devices if hasattr(d, "check_part")), None)
+
+    def capacity(part: str) -> int | None:
+        dev = b.target.sd_device
+        if part == "sd_fatfs" and dev is not None:
+            return volume_capacity_bytes(plan_volume(dev.geometry, sc.sd_fat, where="sd_fat"))
+        if part == "sd_littlefs" and dev is not None:
+            cfg = sc.sd_littlefs
+            blocks = check_geometry(cfg, dev.geometry, where="sd_littlefs")
+            return (blocks - 2) * cfg.block_size  # the superblock pair holds no file data
+        if flash is not None:
+            return flash.check_part(part)
+        return None
+
+    return capacity
+
+
+def _preflight_p2(sc: Any, b: Any) -> None:
+    dev = _sd(sc, b)
+    if not hasattr(dev, "initialise"):
+        raise ConfigError("the P2 protocol needs a simulated SD card (media = \"sim\")")
+    lay = plan_volume(dev.geometry, sc.sd_fat, where="sd_fat")
+    p2.preflight(dev, sc.p2, lay.cluster_bytes, lay.cluster_count - (1 if lay.fat_type == 32 else 0))
+
+
+def _p2_summary(rows: list[Row], b: Any) -> dict[str, Any]:
+    bus = b.stack.get("sd", {}).get("bus", {})
+    return {"p2_summary": p2.summary(rows, float(bus.get("clock_hz", 25_000_000)))}
+
+
+_BUILTIN = (
+    ProtocolSpec(
+        "espidf", "ESP-IDF storage perf_benchmark: raw, FAT, LittleFS, SPIFFS on SD and SPI flash",
+        "espidf", EspIdfConfig, "runs", frozenset(MEDIA_KINDS), frozenset({"block", "filesystem"}),
+        run=lambda sc, b, ctx: espidf.run(b.target, sc.espidf, ctx, seed=sc.seed),
+        timed_calls=lambda sc: sc.espidf.timed_calls(),
+        preflight=lambda sc, b: espidf.preflight(b.target, sc.espidf, fs_capacity(sc, b))),
+    ProtocolSpec(
+        "p2", "Propeller 2 SD benchmark: mount, open, raw and file reads and writes through a P2 SPI driver",
+        "p2", P2Config, "runs", frozenset({"sim"}), frozenset({"block", "filesystem", "sim-sd"}),
+        run=lambda sc, b, ctx: p2.run(_sd(sc, b), lambda: b.target.make_fs("sd_fatfs"), sc.p2, ctx, seed=sc.seed),
+        timed_calls=lambda sc: 8 * sc.p2.runs, preflight=_preflight_p2, summarise=_p2_summary),
+    ProtocolSpec(
+        "raw", "sequential raw sectors: write then read a region in fixed-size requests",
+        "raw", RawSeqConfig, "passes", frozenset({"sim", "memory", "image", "device"}), frozenset({"block"}),
+        run=lambda sc, b, ctx: rawseq.run(_sd(sc, b), sc.raw_seq, ctx, seed=sc.seed),
+        timed_calls=lambda sc: 2 * sc.raw_seq.passes * (sc.raw_seq.total_bytes // sc.raw_seq.chunk_bytes),
+        preflight=lambda sc, b: rawseq.preflight(_sd(sc, b), sc.raw_seq)),
+    ProtocolSpec(
+        "fs_tests", "MicroPython fs_tests: FAT and LittleFS over sdcard.py with block caches",
+        "fs_tests", FsTestsConfig, "repeats", frozenset({"sim", "memory", "image", "device"}),
+        frozenset({"block", "filesystem"}),
+        run=fstests.run, timed_calls=fstests.timed_calls, preflight=fstests.preflight,
+        load_options=fstests.load_config),
+    ProtocolSpec(
+        "usbmsc", "USB mass-storage bridge: a PC's sector reads and writes through a board to its card",
+        "usbmsc", UsbMscProtocolConfig, "passes", frozenset({"sim"}), frozenset({"block", "sim-sd"}),
+        run=usbmsc.run, timed_calls=usbmsc.timed_calls, preflight=usbmsc.preflight),
+)
+
+#: built-in protocols, then those of the ``sdbench.protocols`` entry point group
+PROTOCOLS: Registry[ProtocolSpec] = Registry("protocol", "sdbench.protocols", ProtocolSpec, _BUILTIN)
+
+
+def protocols() -> dict[str, ProtocolSpec]:
+    """Every protocol, built-in first, then plugins."""
+    return PROTOCOLS.all()
+
+
+def protocol(name: str) -> ProtocolSpec:
+    """The protocol ``name``; ConfigError naming the known ones otherwise."""
+    return PROTOCOLS.get(name)
