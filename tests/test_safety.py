@@ -401,3 +401,17 @@ def test_kill_9_mid_run_leaves_a_consistent_store(tmp_path, capsys):
     db2 = tmp_path / "r2.sqlite"
     assert main(["import", str(out), "--db", str(db2)]) == 0
     assert list(_store_ids(db2).values()) == ["incomplete"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["show", "latest", "--db", "L"],
+    ["run", "espidf-memory", "--no-save", "-q", "--runs", "1", "--json", "L/x.json"],
+    ["run", "--device", "L", "--no-save", "-q"],
+    ["run", "L.toml", "--no-save"],
+    ["import", "L"],
+    ["fio", "--device", "/etc/passwd/x"],
+])
+def test_impossible_paths_are_one_line(capsys, argv):
+    long_name = "y" * 300  # longer than any file name may be
+    assert main([a.replace("L", long_name) if a.startswith("L") else a for a in argv]) == 2
+    one_line_error(capsys)

@@ -12,6 +12,8 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+from .errors import InternalError
+
 # Categories the models charge time to.  Reports sum them per row.
 TIME_CATEGORIES = ("host", "bus", "card", "rtos", "flash", "usb", "other")
 #: largest single step of a virtual clock (about 3000 years): anything beyond is a model's arithmetic gone wrong
@@ -79,7 +81,7 @@ class VirtualClock(Clock):
         """Move time forward by ``ns`` nanoseconds, charged to ``category``."""
         if not 0 <= ns < MAX_STEP_NS:  # also false for NaN
             # a model bug (inputs are bounded before any model runs), never a user's error
-            raise ValueError(f"cannot advance a clock by {ns!r} ns (negative, not finite or beyond "
+            raise InternalError(f"cannot advance a clock by {ns!r} ns (negative, not finite or beyond "
                              f"{MAX_STEP_NS:g} ns)")
         step = int(ns + 0.5)
         if step == 0:

@@ -24,3 +24,8 @@ class RunFailedError(SdbenchError):
     """A run that had started failed part-way (I/O error, full medium...); it is stored as failed."""
 
     exit_code = 1
+
+
+class InternalError(RuntimeError):
+    """A bug in sdbench itself (a model's arithmetic gone wrong, a stack wired against its own rules), never
+    the user's input: the CLI reports it as an internal error (exit 3), not as a refusal."""

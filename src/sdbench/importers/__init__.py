@@ -15,6 +15,7 @@ cannot slip through.
 from __future__ import annotations
 
 import codecs
+import json
 import os
 import stat
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from ..records import Results, RunRecord
 from . import espidf, fio, sdfat
 from .detect import MAX_DEPTH as JSON_MAX_DEPTH
 from .detect import detect
-from .validate import check_runs, json_depth, printable
+from .validate import check_runs, loads, printable
 
 MAX_BYTES = 64 << 20  # larger inputs are not logs of these tools
 _SNIFF = 65536        # bytes looked at to tell text from binary
@@ -37,13 +38,11 @@ _TEXT_CONTROLS = frozenset(b"\t\n\r\f\b\a\x1b")
 def _sdbench_json(text: str, *, name: str, scenario: str | None = None) -> list[RunRecord]:
     # nesting is bounded before the document is parsed (json recurses once per level)
     try:
-        depth = json_depth(text)
-    except SdbenchError as e:
-        raise SdbenchError(f"{name}: results JSON with {e}") from None
-    if depth > JSON_MAX_DEPTH:
-        raise SdbenchError(f"{name}: results JSON nested {depth} levels deep (at most {JSON_MAX_DEPTH} expected)")
+        doc = loads(text, name, max_depth=JSON_MAX_DEPTH, what="results JSON")
+    except json.JSONDecodeError as e:
+        raise SdbenchError(f"{name}: not valid JSON: {e}") from None
     try:
-        runs = list(Results.from_json(text).runs)
+        runs = list(Results.from_dict(doc).runs)
     except SdbenchError as e:
         raise SdbenchError(f"{name}: {e}") from None
     except (RecursionError, ValueError, TypeError, AttributeError, KeyError) as e:

@@ -18,6 +18,7 @@ grant, so a file can never make sdbench write real media (docs/safety.md).
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,7 +94,14 @@ def open_image(path: Path, *, grant: WriteGrant, sector_size: int, create_bytes:
                clock: Clock | None = None) -> ImageFileDevice:
     """An image file as scenario media: an existing one needs ``--allow-write``; a new one is created sparse
     when ``create_bytes`` says how large."""
-    if path.exists() or path.is_symlink():
+    try:
+        os.lstat(path)
+        exists = True
+    except FileNotFoundError:
+        exists = False
+    except OSError as e:
+        raise SdbenchError(f"cannot use image {str(path)[:120]}: {e.strerror}") from None
+    if exists:
         if not grant.allow_write:
             raise SdbenchError(f"refusing to write to the existing image {path} without --allow-write on the "
                                f"command line (a scenario file or --set cannot allow it)")

@@ -72,6 +72,8 @@ def stat_target(p: str) -> os.stat_result:
         raise SdbenchError(f"no such device or file: {p}") from None
     except PermissionError:
         raise SdbenchError(f"no permission to look at {p}") from None
+    except OSError as e:  # a name too long, a path through a regular file, a loop of links
+        raise SdbenchError(f"cannot use {p[:120]}: {e.strerror}") from None
 
 
 def _unescape(s: str) -> str:

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cache import BlockCache
+from ..cache import BlockCache, CacheConfig
 from ..clock import Clock, VirtualClock, WallClock
+from ..errors import ConfigError
 from ..fs.costed import CostedFileSystem
 from ..fs.fat import FatFileSystem
 from ..fs.hostdir import open_directory
@@ -21,6 +22,7 @@ from ..fs.littlefs import LittleFsFileSystem
 from ..media.base import BlockDevice
 from ..options import to_mapping
 from .media import MEDIA
+from .sd import SimSdParts
 from .target import Target
 
 
@@ -34,10 +36,21 @@ class Built:
     devices: list[BlockDevice] = field(default_factory=list)
     #: what a protocol reports beyond its rows; run_scenario puts it into the run's metadata
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: a simulated card's pieces ([sd] media = "sim"), for protocols that make cards of their own from them
+    sd_parts: SimSdParts | None = None
+    #: the [sd.cache] configuration (None: no cache)
+    sd_cache: CacheConfig | None = None
 
     def close(self) -> None:
         for d in self.devices:
             d.close()
+
+    def new_sd_card(self, clock: VirtualClock) -> BlockDevice:
+        """A fresh simulated card as the scenario describes it (driver model, card, [sd.cache]) on ``clock``."""
+        if self.sd_parts is None:
+            raise ConfigError("this stack has no simulated card ([sd] media = \"sim\")")
+        dev: BlockDevice = self.sd_parts.driver(clock)
+        return BlockCache(dev, self.sd_cache) if self.sd_cache is not None else dev
 
 
 def build(sc: Any) -> Built:
@@ -61,6 +74,7 @@ def _build(sc: Any, devices: list[BlockDevice]) -> Built:
         kind, cfg = sc.media_config("sd")
         sd_dev, meta = MEDIA[kind][1](cfg, sc, clock)
         devices.append(sd_dev)
+        sd_parts = meta.pop("parts", None)
         host = getattr(sd_dev, "host", None)
         cache_cfg = sc.cache_config(host)
         if cache_cfg is not None:
@@ -95,4 +109,7 @@ def _build(sc: Any, devices: list[BlockDevice]) -> Built:
         factories["dir"] = lambda: dir_fs
     target = Target(sd_device=sd_dev, flash_raw_device=flash_raw, fs_factories=factories,
                     counter_devices=counters)
-    return Built(target, clock, stack, devices)
+    built = Built(target, clock, stack, devices)
+    if sc.sd:
+        built.sd_parts, built.sd_cache = sd_parts, cache_cfg
+    return built

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..clock import VirtualClock
-from ..errors import ConfigError
+from ..errors import ConfigError, InternalError
 from ..fs.costed import CostedFileSystem
 from ..fs.fat import FatConfig, FatFileSystem, plan_volume, volume_capacity_bytes
 from ..fs.littlefs import LittleFsConfig, LittleFsFileSystem, check_geometry
@@ -147,6 +147,6 @@ def _spiffs_factory(partition: BlockDevice, table: dict[str, Any]) -> Callable[[
 
 def build_sim_flash(cfg: SimFlashConfig, scenario: Any, clock: Any) -> tuple[FlashTarget, dict[str, Any]]:
     if not isinstance(clock, VirtualClock):
-        raise ConfigError("simulated media need the virtual clock")
+        raise InternalError("simulated media need the virtual clock (the stack builder makes one)")
     t = FlashTarget(cfg, clock, scenario.seed, getattr(scenario, "source_dir", None))
     return t, t.meta

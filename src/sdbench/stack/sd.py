@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import VirtualClock
-from ..errors import ConfigError
+from ..errors import InternalError
 from .. import profiles
 from ..options import opt, to_mapping
 from ..media.sim.bus import BusConfig, SdBus
@@ -39,15 +39,39 @@ def load_card(name: str, overrides: dict[str, Any] | None = None, base_dir: Path
     return profiles.load(CardProfile, "cards", name, overrides, base_dir, what="card profile")
 
 
-def build_sim_sd(cfg: SimSdConfig, scenario: Any, clock: Any) -> tuple[SdHostDriver, dict[str, Any]]:
-    if not isinstance(clock, VirtualClock):
-        raise ConfigError("simulated media need the virtual clock")
+@dataclass(frozen=True)
+class SimSdParts:
+    """A simulated card's pieces as the scenario describes them: a protocol that drives the card through a
+    driver of its own (MicroPython's sdcard.py) or needs a fresh card on a clock of its own (the USB bridge)
+    makes it from these, never from the scenario's tables."""
+
+    host: HostProfile
+    card: CardProfile
+    bus: BusConfig
+    seed: int
+    log_commands: bool = False
+
+    def driver(self, clock: VirtualClock) -> SdHostDriver:
+        """A fresh card behind the host profile's driver model, on ``clock``."""
+        if not isinstance(clock, VirtualClock):
+            raise InternalError("simulated media need the virtual clock (the stack builder makes one)")
+        return SdHostDriver(self.host, SdBus(self.bus), self.card, clock, seed=self.seed,
+                            log_commands=self.log_commands)
+
+
+def sim_sd_parts(cfg: SimSdConfig, scenario: Any) -> SimSdParts:
     base = getattr(scenario, "source_dir", None)
     host = load_host(cfg.host, cfg.host_params, base)
     card_over = dict(cfg.card_params)
     if cfg.capacity_bytes:
         card_over["capacity_bytes"] = cfg.capacity_bytes
     card = load_card(cfg.card, card_over, base)
-    dev = SdHostDriver(host, SdBus(cfg.bus), card, clock, seed=scenario.seed, log_commands=cfg.log_commands)
-    meta = {"media": "sim", "host": to_mapping(host), "bus": to_mapping(cfg.bus), "card": to_mapping(card)}
+    return SimSdParts(host, card, cfg.bus, scenario.seed, cfg.log_commands)
+
+
+def build_sim_sd(cfg: SimSdConfig, scenario: Any, clock: Any) -> tuple[SdHostDriver, dict[str, Any]]:
+    parts = sim_sd_parts(cfg, scenario)
+    dev = parts.driver(clock)
+    meta = {"media": "sim", "host": to_mapping(parts.host), "bus": to_mapping(cfg.bus),
+            "card": to_mapping(parts.card), "parts": parts}
     return dev, meta

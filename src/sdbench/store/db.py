@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -207,6 +208,11 @@ def _header(path: Path) -> tuple[int, int, int] | None:
     return app_id, version, pages
 
 
+def _shown_path(path: Path, limit: int = 120) -> str:
+    text = str(path)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def connect(path: Path, *, create: bool = True, write: bool | None = None, upgrade: bool = True) -> sqlite3.Connection:
     """Open (and if needed create and migrate) the store at ``path``.
 
@@ -215,7 +221,13 @@ def connect(path: Path, *, create: bool = True, write: bool | None = None, upgra
     as it is (``sdbench db check`` and ``db repair`` read stores without changing them).
     """
     write = create if write is None else write
-    new = not path.exists()
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        st = None
+    except OSError as e:  # a name too long, a path through a file, no permission to look
+        raise SdbenchError(f"cannot use {_shown_path(path)} as the results store: {e.strerror}") from None
+    new = st is None
     if new:
         if not create:
             raise SdbenchError(f"no results store at {path} (nothing stored yet; see `sdbench run` or "
@@ -224,9 +236,9 @@ def connect(path: Path, *, create: bool = True, write: bool | None = None, upgra
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise SdbenchError(f"cannot create the results store directory {path.parent}: {e.strerror}") from None
-    elif path.is_dir():
+    elif stat.S_ISDIR(st.st_mode):
         raise SdbenchError(f"results store {path} is a directory, not a file")
-    elif not path.is_file():
+    elif not stat.S_ISREG(st.st_mode):
         raise SdbenchError(f"results store {path} is not a regular file")
     header = None if new else _header(path)
     if header is not None:

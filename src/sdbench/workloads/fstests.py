@@ -305,21 +305,14 @@ def _kib_s(nbytes: int):
 
 def _card_factory(sc: Any, built: Any, cfg: FsTestsConfig, clock: Any):
     """A fresh card per configuration: sdcard.py on the scenario's simulated card, or its plain device."""
-    kind, media = sc.media_config("sd")
-    if kind != "sim":
+    parts = built.sd_parts
+    if parts is None:
         dev = built.target.sd_device
         if dev is None:
             raise ConfigError(f"scenario {sc.name}: protocol fs_tests needs an [sd] device")
         return (lambda: dev), None
-    from ..stack.sd import load_card, load_host
-
-    host = load_host(media.host, media.host_params, sc.source_dir)
-    over = dict(media.card_params)
-    if media.capacity_bytes:
-        over["capacity_bytes"] = media.capacity_bytes
-    card = load_card(media.card, over, sc.source_dir)
-    bus = SdBus(media.bus)
-    log: list[Any] | None = [] if media.log_commands else None
+    host, card, bus = parts.host, parts.card, SdBus(parts.bus)
+    log: list[Any] | None = [] if parts.log_commands else None
 
     def make() -> MicroPythonSdCard:
         dev = MicroPythonSdCard(host, bus, card, clock, seed=sc.seed, driver=cfg.driver)

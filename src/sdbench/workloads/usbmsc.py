@@ -68,17 +68,11 @@ def _mb_s(nbytes: int):
     return lambda row: (nbytes / 1e6) / (row.time_ms / 1000.0) if row.time_ms > 0 else 0.0
 
 
-def _card(sc: Any, clock: VirtualClock) -> BlockDevice:
+def _card(sc: Any, built: Any, clock: VirtualClock) -> BlockDevice:
     """The scenario's simulated card (and [sd.cache], if any) on the card's own clock."""
-    kind, media = sc.media_config("sd") if sc.sd else (None, None)
-    if kind != "sim":
+    if built.sd_parts is None:
         raise ConfigError(f"scenario {sc.name}: protocol usbmsc needs a simulated card ([sd] media = \"sim\")")
-    from ..cache import BlockCache
-    from ..stack.sd import build_sim_sd
-
-    dev, _ = build_sim_sd(media, sc, clock)
-    cache_cfg = sc.cache_config(dev.host)
-    return BlockCache(dev, cache_cfg) if cache_cfg is not None else dev
+    return built.new_sd_card(clock)
 
 
 def _regions(cfg: UsbMscProtocolConfig, sector_count: int, ss: int) -> tuple[int, int]:
@@ -91,9 +85,8 @@ def _regions(cfg: UsbMscProtocolConfig, sector_count: int, ss: int) -> tuple[int
 def preflight(sc: Any, built: Any) -> None:
     """Refuse, before any I/O, regions that do not fit the card: ConfigError naming the option."""
     cfg = config_of(sc)
-    kind = sc.media_config("sd")[0] if sc.sd else None
     dev = built.target.sd_device
-    if kind != "sim" or dev is None:
+    if built.sd_parts is None or dev is None:
         raise ConfigError(f"scenario {sc.name}: protocol usbmsc needs a simulated card ([sd] media = \"sim\")")
     g = dev.geometry  # the run's card is built from the same profile
     first, region = _regions(cfg, g.sector_count, g.sector_size)
@@ -111,7 +104,7 @@ def run(sc: Any, built: Any, ctx: Context) -> Iterator[Row]:
     if not isinstance(clock, VirtualClock):
         raise ConfigError(f"scenario {sc.name}: protocol usbmsc needs a simulated card (virtual clock)")
     card_clock = VirtualClock()
-    card = _card(sc, card_clock)
+    card = _card(sc, built, card_clock)
     built.target.sd_device = bottom(card)  # the card this run used (sdbench trace reads its command log)
     card_clock.advance_ns(clock.now_ns(), "idle")
     ss = card.geometry.sector_size

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ...clock import VirtualClock
-from ...errors import ConfigError
+from ...errors import ConfigError, InternalError
 from ... import profiles
 from ...options import opt, to_mapping
 from ..base import BlockDevice, BlockDeviceError, DeviceStats, Geometry
@@ -219,7 +219,7 @@ class NorFlashChip(BlockDevice):
                             erase_size=SECTOR_BYTES, erase_value=0xFF)
         super().__init__(geometry, clock if clock is not None else VirtualClock())
         if not isinstance(self.clock, VirtualClock):
-            raise ConfigError("a simulated flash chip needs a virtual clock")
+            raise InternalError("a simulated flash chip needs a virtual clock (the stack builder makes one)")
         self.vclock: VirtualClock = self.clock
         self.stats: NorStats = NorStats()
         self._mem = np.full(p.capacity_bytes, 0xFF, dtype=np.uint8)
