@@ -35,7 +35,8 @@ def test_fit_groups_use_only_raw_level_train_rows():
         for m in used:
             assert m.split == "train" and m.value is not None
             # File Open rows constrain only the host's open cost (the cards are fixed by then)
-            assert row_level(m) in ("raw", "bridge") or (m.op == "open" and m.row in g.host_rows), (g.name, m.row)
+            assert row_level(m) in ("raw", "bridge") or (m.op == "open" and (m.scenario, m.row) in g.host_rows), \
+                (g.name, m.row)
 
 
 def test_bad_group_and_data_are_one_line_errors(capsys, tmp_path):
@@ -55,3 +56,245 @@ def test_row_value_units():
     assert row_value(r, "KiB/s") == pytest.approx(3200.0)
     assert row_value(r, "MB/s") == pytest.approx(3.2768)
     assert row_value(r, "us") == pytest.approx(10000.0)
+
+
+# ---- fit groups as data: a regression of the shipped group declarations --------------------------------------
+
+P2_CARDS = ("sandisk-industrial-16gb", "lexar-v30-64gb", "lexar-blue-128gb", "samsung-evo-128gb",
+            "sandisk-switch-128gb", "sandisk-extreme-64gb", "samsung-pro-endurance-128gb", "amazon-basics-64gb",
+            "pny-16gb")
+P2_SCEN = tuple(f"p2-spi25-350mhz-{c}" for c in P2_CARDS)
+P2_ROWS = ("Mount", "File Open", "Raw Read 1x512B", "Raw Read 64x (32KB)", "Raw Write 1x512B", "Raw Write 64x (32KB)")
+P2_TRAIN = {s: [r for r in P2_ROWS if r != "File Open"] for s in P2_SCEN}
+for _s in ("p2-spi25-350mhz-lexar-v30-64gb", "p2-spi25-350mhz-samsung-evo-128gb", "p2-spi25-350mhz-pny-16gb"):
+    P2_TRAIN[_s].insert(1, "File Open")
+P2_TRAIN["p2-spi25-350mhz-samsung-evo-128gb"] = P2_TRAIN["p2-spi25-350mhz-samsung-evo-128gb"][:4]
+ESPIDF = "espidf-esp32-sdmmc4-40mhz"
+S3_SPI = "esp32s3-spi20mhz,esp32s3-usbmsc-spi20mhz"
+
+#: the reviewed fit groups, in `sdbench calibrate --list` order; params are (target, field, lo, hi, start,
+#: prior_weight, prior_scale); rows are the (scenario, row) train rows of the shipped measurements each group fits
+GROUPS = {
+    "espidf-esp32": dict(
+        description="ESP-IDF perf_benchmark card on ESP32 SDMMC 4-bit 40 MHz (SD raw rows)",
+        scenarios=(ESPIDF,), host="esp32-sdmmc",
+        params=((f"card:{ESPIDF}", "read_access_us", 0, 5000, None, 0.0, 1.0),
+                (f"card:{ESPIDF}", "write_busy_end_us", 0, 20000, None, 0.0, 1.0),
+                (f"card:{ESPIDF}", "merge_base_ms", 0, 2000, None, 0.0, 1.0),
+                (f"card:{ESPIDF}", "merge_copy_us_per_kib", 0, 2000, None, 0.0, 1.0),
+                (f"card:{ESPIDF}", "first_write_ms", 0, 2000, None, 0.0, 1.0)),
+        restrict=("espidf.parts=['sd_raw']",),
+        rows=[(ESPIDF, f"SD raw {op} [{k} kB label]") for k in (16, 32, 48, 64) for op in ("write", "read")],
+        host_rows=[],
+        grid=(("update_block_bytes", (4194304.0, 6291456.0, 8388608.0, 10485760.0, 12582912.0, 16777216.0)),
+              ("initial_update_fill_bytes", tuple(k * 524288.0 for k in range(32)))),
+        grid_linear=("merge_base_ms", "merge_copy_us_per_kib", "first_write_ms"),
+        grid_max=("initial_update_fill_bytes", "update_block_bytes"), staged=False, sequence=()),
+    "espidf-esp32-flash": dict(
+        description="ESP32 internal SPI flash through wear levelling (SPI Flash raw rows)",
+        scenarios=("espidf-esp32-spiflash",), host="esp32-flash",
+        params=(("flash-chip:espidf-esp32-spiflash", "byte_program_next_typ_us", 0, 50, None, 0.0, 1.0),
+                ("flash-host:espidf-esp32-spiflash", "cmd_overhead_cycles", 0, 100000, None, 0.0, 1.0)),
+        restrict=("espidf.parts=['flash_raw']",),
+        rows=[("espidf-esp32-spiflash", "SPI Flash raw write"), ("espidf-esp32-spiflash", "SPI Flash raw read")],
+        host_rows=[], grid=(), grid_linear=(), grid_max=None, staged=False, sequence=()),
+    "p2": dict(
+        description="Propeller 2 benchmark cards, SPI 25 MHz (host p2-350mhz shared)",
+        scenarios=P2_SCEN, host="p2-350mhz",
+        params=(("host", "block_cycles", 0, 60000, None, 0.0, 1.0),
+                ("host", "fs_open_cycles", 0, 2_000_000, None, 0.0, 1.0))
+        + tuple(p for s in P2_SCEN for p in ((f"card:{s}", "init_ms", 0, 5000, None, 0.0, 1.0),
+                                             (f"card:{s}", "read_access_us", 0, 20000, None, 0.0, 1.0),
+                                             (f"card:{s}", "read_block_gap_us", 0, 2000, None, 0.0, 1.0),
+                                             (f"card:{s}", "write_busy_single_us", 0, 100000, None, 0.0, 1.0),
+                                             (f"card:{s}", "write_busy_end_us", 0, 100000, None, 0.0, 1.0))),
+        restrict=("p2.metrics=['Mount', 'File Open', 'Raw Read 1x512B', 'Raw Read 64x (32KB)', 'Raw Write 1x512B', "
+                  "'Raw Write 64x (32KB)']",),
+        rows=[(s, r) for s in P2_SCEN for r in P2_TRAIN[s]],
+        host_rows=[("p2-spi25-350mhz-lexar-v30-64gb", "File Open"), ("p2-spi25-350mhz-samsung-evo-128gb", "File Open"),
+                   ("p2-spi25-350mhz-pny-16gb", "File Open")],
+        grid=(), grid_linear=(), grid_max=None, staged=True,
+        sequence=(("init_ms", "Mount"), ("read_access_us", "Raw Read 1x512B"),
+                  ("read_block_gap_us", "Raw Read 64x (32KB)"), ("write_busy_single_us", "Raw Write 1x512B"),
+                  ("write_busy_end_us", "Raw Write 64x (32KB)"))),
+    "esp32s3-spi": dict(
+        description="ESP32-S3 SDSPI 20 MHz card: board raw rows and the bridge's single-sector rows (one card)",
+        scenarios=("esp32s3-spi20mhz", "esp32s3-usbmsc-spi20mhz"), host="esp32s3-sdspi",
+        params=(("host", "block_cycles", 0, 100000, 8000, 0.0, 1.0),
+                (f"card:{S3_SPI}", "read_access_us", 0, 20000, 250, 0.0, 1.0),
+                (f"card:{S3_SPI}", "write_busy_single_us", 0, 100000, 1000, 0.0, 1.0),
+                (f"card:{S3_SPI}", "write_busy_end_us", 0, 100000, 1500, 0.0, 1.0)),
+        restrict=("usbmsc.rows=['single-sector write', 'single-sector read']",),
+        rows=[("esp32s3-spi20mhz", "raw sectors write"), ("esp32s3-spi20mhz", "raw sectors read"),
+              ("esp32s3-usbmsc-spi20mhz", "USB MSC single-sector write"),
+              ("esp32s3-usbmsc-spi20mhz", "USB MSC single-sector read")],
+        host_rows=[], grid=(), grid_linear=(), grid_max=None, staged=False, sequence=()),
+    "esp32s3-sdmmc": dict(
+        description="esp32s3-sdmmc4-40mhz: raw sector read/write",
+        scenarios=("esp32s3-sdmmc4-40mhz",), host="esp32s3-sdmmc",
+        params=(("card:esp32s3-sdmmc4-40mhz", "read_access_us", 0, 20000, 250, 0.0, 1.0),
+                ("card:esp32s3-sdmmc4-40mhz", "write_busy_end_us", 0, 100000, 1500, 0.0, 1.0)),
+        restrict=(),
+        rows=[("esp32s3-sdmmc4-40mhz", "raw sectors write"), ("esp32s3-sdmmc4-40mhz", "raw sectors read")],
+        host_rows=[], grid=(), grid_linear=(), grid_max=None, staged=False, sequence=()),
+}
+
+
+def _facts(g, ev):
+    """A fit group's content in the form of GROUPS (rows: the train rows it selects from the measurements)."""
+    rows = [(s, m.row) for s, ms in ev.targets.items() for m in ms]
+    return dict(description=g.description, scenarios=g.scenarios, host=g.host,
+                params=tuple((p.target, p.name, p.lo, p.hi, p.start, p.prior_weight, p.prior_scale) for p in g.params),
+                restrict=g.restrict, rows=rows, host_rows=[(s, r) for s, r in rows if (s, r) in g.host_rows],
+                grid=g.grid, grid_linear=g.grid_linear, grid_max=g.grid_max, staged=g.staged, sequence=g.sequence)
+
+
+def test_shipped_fit_groups_are_the_reviewed_ones():
+    from sdbench.calibrate import _Evaluator
+
+    gs = groups()
+    assert list(gs) == list(GROUPS)
+    meas = load_measurements()
+    for name, g in gs.items():
+        assert g.name == name
+        facts = _facts(g, _Evaluator(g, meas))
+        for key, want in GROUPS[name].items():
+            assert facts[key] == want, (name, key)
+            if key == "grid":  # grid values are set as they are, in the card's field type (float)
+                assert repr(facts[key]) == repr(want), (name, key)
+
+
+def test_fit_group_rows_are_train_rows_of_builtin_scenarios():
+    from sdbench.scenarios import builtin_names
+
+    train = {(m.scenario, m.row) for m in load_measurements() if m.split == "train" and m.value is not None}
+    known = set(builtin_names())
+    for g in groups().values():
+        assert set(g.scenarios) <= known, g.name
+        for pair in g.rows:  # every declared row is fitted: a typo in a label would drop it silently
+            assert pair in train, (g.name, pair)
+        assert set(g.host_rows) <= set(g.rows), g.name
+
+
+#: per scenario of the shipped measurements: (raw, bridge, file) rows, train and withheld alike
+LEVEL_COUNTS = {
+    "espidf-esp32-sdmmc4-40mhz": (8, 0, 32), "espidf-esp32-spiflash": (2, 0, 24),
+    **{f"p2-spi25-350mhz-{c}": (5, 0, 3) for c in P2_CARDS if c != "samsung-evo-128gb"},
+    "p2-spi25-350mhz-samsung-evo-128gb": (3, 0, 3),
+    **{f"p2-spi25-250mhz-{c}": (1, 0, 2) for c in ("lexar-blue-128gb", "samsung-pro-endurance-128gb",
+                                                   "amazon-basics-64gb")},
+    "esp32s3-spi20mhz": (2, 0, 0), "esp32s3-sdmmc4-40mhz": (2, 0, 0),
+    "esp32s3-usbmsc-spi20mhz": (0, 5, 0), "esp32s3-usbmsc-sdmmc4-40mhz": (0, 3, 0),
+}
+
+
+def test_row_levels_are_declared_per_scenario_and_row():
+    from sdbench.calibrate import Measurement, _levels, row_level
+
+    meas = load_measurements()
+    counts: dict[str, list[int]] = {}
+    for m in meas:
+        counts.setdefault(m.scenario, [0, 0, 0])[("raw", "bridge", "file").index(row_level(m))] += 1
+    assert {s: tuple(c) for s, c in counts.items()} == LEVEL_COUNTS
+    by_level = {}
+    for m in meas:
+        by_level.setdefault((row_level(m), m.split), 0)
+        by_level[(row_level(m), m.split)] += 1
+    assert by_level == {("raw", "train"): 57, ("raw", "withheld"): 3, ("bridge", "train"): 2,
+                        ("bridge", "withheld"): 6, ("file", "train"): 17, ("file", "withheld"): 72}
+    # every declared row is a published row (a typo would make it file-level)
+    assert set(_levels()) <= {(m.scenario, m.row) for m in meas}
+    # the level is the declaration's, not the label's: an undeclared row is file-level whatever it says
+    odd = Measurement("esp32s3-spi20mhz", "raw sectors write (other card)", "write", 0, 1, 1.0, "MB/s", "train", "",
+                      "")
+    assert row_level(odd) == "file"
+
+
+def test_groups_are_read_once_and_handed_out_as_copies():
+    a = groups()
+    a.pop("p2")
+    assert "p2" in groups()
+    assert groups()["p2"] is groups()["p2"]
+
+
+def _group_table():
+    return {"order": 1, "description": "d", "host": "esp32s3-sdmmc",
+            "scenario": [{"name": "esp32s3-sdmmc4-40mhz", "rows": ["raw sectors write"],
+                          "params": [{"field": "read_access_us", "lo": 0, "hi": 20000}]}]}
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda t: t.update(colour="red"), "fits/x.toml: unknown option colour (known: "),
+    (lambda t: t.pop("host"), "fits/x.toml: host is required"),
+    (lambda t: t["scenario"][0].pop("rows"), "fits/x.toml: scenario[0].rows is required"),
+    (lambda t: t["scenario"][0]["params"][0].pop("hi"), "fits/x.toml: scenario[0].params[0].hi is required"),
+    (lambda t: t.update(order=0), "fits/x.toml: order = 0 is below the minimum 1"),
+    (lambda t: t["scenario"][0]["params"][0].update(lo="zero"),
+     "fits/x.toml: scenario[0].params[0].lo: expected a number, got 'zero'"),
+    (lambda t: t["scenario"][0]["params"][0].update(kind="bus"), "fits/x.toml: scenario[0].params[0].kind = 'bus' "
+                                                                  "is not one of card, host, flash-chip, flash-host"),
+    (lambda t: t["scenario"][0]["params"][0].update(field="read_acess_us"),
+     "fits/x.toml: scenario[0].params[0]: 'read_acess_us' is not a field of a card profile"),
+    (lambda t: t["scenario"][0]["params"][0].update(lo=5, hi=5), "lo 5 must be below hi 5"),
+    (lambda t: t["scenario"][0]["params"][0].update(start=30000), "start 30000 is outside [0, 20000]"),
+    (lambda t: t["scenario"][0]["params"][0].update(kind="host", field="block_cycles"),
+     "kind host is the group's host"),
+    (lambda t: t["scenario"][0].update(rows=[]), "rows must not be empty"),
+    (lambda t: t["scenario"][0].update(rows=["a", "a"]), "rows names 'a' twice"),
+    (lambda t: t["scenario"][0].update(host_rows=["b"]), "host row 'b' is not one of its rows"),
+    (lambda t: t["scenario"].append(dict(t["scenario"][0])), "scenario 'esp32s3-sdmmc4-40mhz' is listed twice"),
+    (lambda t: t.update(scenario=[]), "a group needs at least one scenario"),
+    (lambda t: t.update(method="grid"), "grid tables belong to method = \"grid\""),
+    (lambda t: t.update(grid=[{"field": "update_block_bytes", "values": [1.0]}]), "grid tables belong to method"),
+    (lambda t: t.update(grid_linear=["read_access_us"]), "grid_linear belongs to method = \"grid\""),
+    (lambda t: t.update(method="staged"), "sequence belongs to method = \"staged\""),
+    (lambda t: t["scenario"][0].update(host_rows=["raw sectors write"]), "host_rows belong to method = \"staged\""),
+    (lambda t: t.update(method="grid", grid=[{"field": "update_block_bytes", "values": [1.0], "below": "nope"}]),
+     "below = 'nope' is not another grid field"),
+    (lambda t: t.update(method="grid", grid=[{"field": "update_block_bytes", "values": [1.0]}],
+                        grid_linear=["merge_base_ms"]), "'merge_base_ms' is not a fitted card field"),
+    (lambda t: t.update(method="staged", sequence=[{"field": "read_access_us", "row": "raw sectors write"}]),
+     "declare it"),
+])
+def test_bad_fit_group_files_are_one_line_errors(change, message):
+    from sdbench.calibrate import parse_group
+    from sdbench.errors import ConfigError
+
+    table = _group_table()
+    assert parse_group("x", table).rows == (("esp32s3-sdmmc4-40mhz", "raw sectors write"),)
+    change(table)
+    with pytest.raises(ConfigError) as e:
+        parse_group("x", table)
+    text = str(e.value)
+    assert message in text and "\n" not in text
+    assert text.startswith("fits/x.toml: ")
+
+
+def test_group_files_are_read_from_the_fits_folder(tmp_path, monkeypatch):
+    import tomllib as _toml
+
+    from sdbench import calibrate
+    from sdbench.errors import ConfigError
+
+    (tmp_path / "fits").mkdir()
+    shipped = (DATA / "fits" / "esp32s3-sdmmc.toml").read_text()
+    assert _toml.loads(shipped)["order"] == 5
+    (tmp_path / "fits" / "b.toml").write_text(shipped)
+    (tmp_path / "fits" / "a.toml").write_text(shipped.replace("order = 5", "order = 7"))
+    (tmp_path / "fits" / "levels.toml").write_text("not a group = 1\n")  # the levels file is no group
+    (tmp_path / "fits" / "notes.txt").write_text("ignored")
+    monkeypatch.setattr(calibrate, "DATA", tmp_path)
+    calibrate._shipped_groups.cache_clear()
+    try:
+        assert list(groups()) == ["b", "a"]  # in their declared order, named by their files
+        assert groups()["a"].params == groups()["b"].params
+        (tmp_path / "fits" / "a.toml").write_text(shipped)
+        calibrate._shipped_groups.cache_clear()
+        with pytest.raises(ConfigError, match="fit groups a and b have the same order 5"):
+            groups()
+        (tmp_path / "fits" / "a.toml").write_text("order = [")
+        calibrate._shipped_groups.cache_clear()
+        with pytest.raises(ConfigError, match=r"^fits/a\.toml: invalid TOML"):
+            groups()
+    finally:
+        calibrate._shipped_groups.cache_clear()

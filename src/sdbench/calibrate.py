@@ -3,7 +3,10 @@
 A *fit group* is a set of scenarios that share a host profile.  Each group
 says which profile fields are free (with bounds) and which measured rows
 (``split == train``, raw-level: raw sector rows, mount, file open) constrain
-them.  The simulator itself is the model: every evaluation runs the scenarios'
+them, named by scenario and row label.  Groups are data, one TOML file each in
+``sdbench/data/fits/`` (format: docs/calibration-groups.md), read through the
+option declarations below; ``sdbench/data/fits/levels.toml`` declares the level
+(raw, bridge, file) of every published row.  The simulator itself is the model: every evaluation runs the scenarios'
 protocols on the virtual clock with the trial parameters, and
 ``scipy.optimize.least_squares`` minimises the relative errors.
 
@@ -19,10 +22,12 @@ output: ``sdbench calibrate --output-dir src/sdbench/data``.
 from __future__ import annotations
 
 import csv
+import functools
 import itertools
 import math
 import tomllib
-from dataclasses import dataclass, field, fields
+import typing
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
@@ -36,6 +41,7 @@ from .media.sim.card import CardProfile
 from .media.sim.esp_flash import EspFlashHostProfile
 from .media.sim.host import HostProfile
 from .media.sim.nor import FlashChipProfile
+from .options import from_mapping, opt, parse_toml, read_text_file
 from .output_files import write_atomically
 from .protocols import run_scenario
 from .records import Row
@@ -60,10 +66,7 @@ class Measurement:
 
 def load_measurements(path: str | Path | None = None) -> list[Measurement]:
     """Read a measurements CSV (default: the copy shipped with sdbench)."""
-    try:
-        text = Path(path).read_text() if path else (DATA / "measurements.csv").read_text()
-    except OSError as e:
-        raise SdbenchError(f"cannot read measurements file {path}: {e.strerror}") from None
+    text = read_text_file(path, "measurements file") if path else (DATA / "measurements.csv").read_text()
     out = []
     reader = csv.DictReader(text.splitlines())
     need = {"scenario", "row", "op", "size_bytes", "runs", "value", "unit", "split"}
@@ -81,13 +84,10 @@ def load_measurements(path: str | Path | None = None) -> list[Measurement]:
 
 
 def row_level(m: Measurement) -> str:
-    """'raw' for sector I/O and card init, 'bridge' for sector I/O through the USB bridge, 'file' for rows
-    through a filesystem.  Calibration uses raw and bridge rows only."""
-    if m.row.startswith("USB MSC"):
-        return "bridge"
-    if "raw" in m.row.lower() or m.op == "mount":
-        return "raw"
-    return "file"
+    """'raw' for sector I/O and card init, 'bridge' for sector I/O through a USB bridge, 'file' for rows
+    through a filesystem, as sdbench/data/fits/levels.toml declares per scenario and row (rows it does not
+    name are file-level).  Calibration uses raw and bridge rows only."""
+    return _levels().get((m.scenario, m.row), "file")
 
 
 def row_value(row: Row, unit: str) -> float:
@@ -139,7 +139,7 @@ class FitGroup:
     params: tuple[Param, ...]
     # protocol overrides that restrict runs to the rows being fitted
     restrict: tuple[str, ...] = ()
-    rows: tuple[str, ...] = ()  # labels used (train rows of these scenarios with these labels)
+    rows: tuple[tuple[str, str], ...] = ()  # (scenario, row label): the train rows fitted
     grid: tuple[tuple[str, tuple[float, ...]], ...] = ()  # card fields searched on a grid (single-scenario groups)
     # with a grid: card fields whose effect on the rows is linear (costs of events the grid places);
     # solved exactly for every grid point from three simulations
@@ -148,89 +148,272 @@ class FitGroup:
     # staged fit for many cards sharing a host: per-card fits with the host fixed, then the host's per-block
     # cost takes the part of the card-side read gap that every card shows (the fastest card then has none)
     staged: bool = False
-    host_rows: tuple[str, ...] = ()  # staged: rows that only the host's remaining fields explain
+    host_rows: tuple[tuple[str, str], ...] = ()  # staged: (scenario, row) pairs only the host's other fields explain
     # staged: per card, (field, row) pairs solved in this order, each by a 1-D root search (the model is
     # monotone in each and quantised by polling, which stalls gradient steps)
     sequence: tuple[tuple[str, str], ...] = ()
+    order: int = 0  # position in `sdbench calibrate --list` and in a run of every group
+
+    def host_labels(self, scenario: str) -> tuple[str, ...]:
+        """Labels of ``scenario``'s rows that only the host's remaining fields explain (staged fits)."""
+        return tuple(r for s, r in self.host_rows if s == scenario)
 
 
-P2_CARDS = ("sandisk-industrial-16gb", "lexar-v30-64gb", "lexar-blue-128gb", "samsung-evo-128gb",
-            "sandisk-switch-128gb", "sandisk-extreme-64gb", "samsung-pro-endurance-128gb", "amazon-basics-64gb",
-            "pny-16gb")
-P2_ROWS = ("Mount", "File Open", "Raw Read 1x512B", "Raw Read 64x (32KB)", "Raw Write 1x512B", "Raw Write 64x (32KB)")
+# ---- fit groups as data: sdbench/data/fits/<group>.toml, levels in sdbench/data/fits/levels.toml ----------
+
+FITS = "fits"
+LEVELS_FILE = "levels.toml"
+METHODS = ("least-squares", "grid", "staged")
 
 
-def _p2_group() -> FitGroup:
-    scen = tuple(f"p2-spi25-350mhz-{c}" for c in P2_CARDS)
-    params: list[Param] = [Param("host", "block_cycles", 0, 60000), Param("host", "fs_open_cycles", 0, 2_000_000)]
-    for s in scen:
-        params += [
-            Param(f"card:{s}", "init_ms", 0, 5000),
-            Param(f"card:{s}", "read_access_us", 0, 20000),
-            Param(f"card:{s}", "read_block_gap_us", 0, 2000),
-            Param(f"card:{s}", "write_busy_single_us", 0, 100000),
-            Param(f"card:{s}", "write_busy_end_us", 0, 100000),
-        ]
-    return FitGroup("p2", "Propeller 2 benchmark cards, SPI 25 MHz (host p2-350mhz shared)", scen, "p2-350mhz",
-                    tuple(params), restrict=("p2.metrics=" + repr(list(P2_ROWS)),), rows=P2_ROWS, staged=True,
-                    host_rows=("File Open",),
-                    sequence=(("init_ms", "Mount"), ("read_access_us", "Raw Read 1x512B"),
-                              ("read_block_gap_us", "Raw Read 64x (32KB)"),
-                              ("write_busy_single_us", "Raw Write 1x512B"),
-                              ("write_busy_end_us", "Raw Write 64x (32KB)")))
+def _profile_fields(kind: str) -> set[str]:
+    return {f.name for f in fields(TARGETS[kind][2])}
 
 
-def _espidf_group() -> FitGroup:
-    s = "espidf-esp32-sdmmc4-40mhz"
-    c = f"card:{s}"
+@dataclass(frozen=True)
+class ParamDecl:
+    """One free profile field: ``{ field = "read_access_us", lo = 0, hi = 20000 }``."""
+
+    field: str = opt(help="profile field fitted; lo, hi, start and prior_scale are in its unit (its name's suffix)")
+    lo: float = opt(help="lower bound; a prior pulls towards it")
+    hi: float = opt(help="upper bound, above lo")
+    kind: str = opt("card", choices=tuple(TARGETS), help="kind of profile the field belongs to")
+    start: float | None = opt(None, help="where the search starts, within lo..hi (none: the profile's current value)")
+    prior_weight: float = opt(0.0, min=0.0, help="> 0: one more residual, prior_weight * (value - lo) / prior_scale")
+    prior_scale: float = opt(1.0, help="the prior's scale, above 0")
+
+    def __post_init__(self) -> None:
+        if self.kind in TARGETS and self.field not in _profile_fields(self.kind):
+            raise ValueError(f"{self.field!r:.60} is not a field of a {self.kind} profile")
+        if not self.lo < self.hi:
+            raise ValueError(f"{self.field}: lo {self.lo:g} must be below hi {self.hi:g}")
+        if self.start is not None and not self.lo <= self.start <= self.hi:
+            raise ValueError(f"{self.field}: start {self.start:g} is outside [{self.lo:g}, {self.hi:g}]")
+        if not self.prior_scale > 0:
+            raise ValueError(f"{self.field}: prior_scale must be above 0")
+
+
+@dataclass(frozen=True)
+class ScenarioDecl:
+    """One scenario of a group: ``[[scenario]]``."""
+
+    name: str = opt(help="a shipped scenario, as named in measurements.csv")
+    rows: tuple[str, ...] = opt(help="labels of its train rows that the fit uses (not empty)")
+    host_rows: tuple[str, ...] = opt((), help="method staged: those of rows that only the host's other fields explain")
+    params: tuple[ParamDecl, ...] = opt((), help="free fields of this scenario's own profiles (any kind but host)")
+
+    def __post_init__(self) -> None:
+        if not self.rows:
+            raise ValueError(f"{self.name}: rows must not be empty")
+        for what, items in (("rows", self.rows), ("host_rows", self.host_rows)):
+            dup = _first_duplicate(items)
+            if dup is not None:
+                raise ValueError(f"{self.name}: {what} names {dup!r:.60} twice")
+        extra = [r for r in self.host_rows if r not in self.rows]
+        if extra:
+            raise ValueError(f"{self.name}: host row {extra[0]!r:.60} is not one of its rows")
+        if any(p.kind == "host" for p in self.params):
+            raise ValueError(f"{self.name}: kind host is the group's host: declare it in the group's params")
+
+
+@dataclass(frozen=True)
+class GridDecl:
+    """A card field searched on a grid: ``[[grid]]`` (method grid)."""
+
+    field: str = opt(help="card profile field searched (discrete card state)")
+    values: tuple[float, ...] = opt(help="values tried, in the field's unit, in this order")
+    below: str = opt("", help="another grid field: skip points where this field is not below it (one grid table at most)")
+
+    def __post_init__(self) -> None:
+        if self.field not in _profile_fields("card"):
+            raise ValueError(f"{self.field!r:.60} is not a field of a card profile")
+        if not self.values:
+            raise ValueError(f"{self.field}: values must not be empty")
+
+
+@dataclass(frozen=True)
+class StepDecl:
+    """One step of a staged fit: ``{ field = "init_ms", row = "Mount" }``."""
+
+    field: str = opt(help="a per-scenario card field solved in this step")
+    row: str = opt(help="label of the row it is solved against; scenarios without that train row skip the step")
+
+
+@dataclass(frozen=True)
+class GroupDecl:
+    """A fit group file, sdbench/data/fits/<group>.toml."""
+
+    order: int = opt(min=1, help="position in `sdbench calibrate --list` and in a run of every group")
+    description: str = opt(help="one line shown by `sdbench calibrate --list`")
+    host: str = opt(help="host profile the group's scenarios share (kind host params are its fields)")
+    scenario: tuple[ScenarioDecl, ...] = opt(help="[[scenario]] tables: the scenarios in order, their rows and own fields")
+    params: tuple[ParamDecl, ...] = opt((), help="group-wide fields: kind host = the group's host; other kinds = "
+                                                 "the one profile every scenario of the group names")
+    restrict: tuple[str, ...] = opt((), help="scenario overrides (KEY=VALUE) that limit runs to the fitted rows")
+    method: str = opt("least-squares", choices=METHODS, help="how the fields are searched")
+    grid: tuple[GridDecl, ...] = opt((), help="method grid: the discrete card state searched")
+    grid_linear: tuple[str, ...] = opt((), help="method grid: card fields solved exactly at every grid point")
+    sequence: tuple[StepDecl, ...] = opt((), help="method staged: per card, fields solved one row at a time")
+
+
+@dataclass(frozen=True)
+class ScenarioLevels:
+    """Measured rows of one scenario that are not file-level: ``[[scenario]]`` in levels.toml."""
+
+    name: str = opt(help="scenario, as named in measurements.csv")
+    raw: tuple[str, ...] = opt((), help="rows of sector I/O or card init without a filesystem (tolerance ±10 %)")
+    bridge: tuple[str, ...] = opt((), help="rows of sector I/O through a USB mass-storage bridge (±15 %)")
+
+    def __post_init__(self) -> None:
+        dup = _first_duplicate(self.raw + self.bridge)
+        if dup is not None:
+            raise ValueError(f"{self.name}: row {dup!r:.60} is listed twice")
+
+
+@dataclass(frozen=True)
+class LevelsDecl:
+    scenario: tuple[ScenarioLevels, ...] = opt((), help="[[scenario]] tables: per scenario, its raw and bridge rows")
+
+
+def _first_duplicate(items: Any) -> Any:
+    seen = set()
+    for x in items:
+        if x in seen:
+            return x
+        seen.add(x)
+    return None
+
+
+def _require(cls: type, data: Any, where: str) -> None:
+    """Name the first required key missing from ``data`` or its lists of tables (from_mapping checks the rest)."""
+    if not isinstance(data, dict):
+        return
+    hints = typing.get_type_hints(cls)
+    for f in fields(cls):
+        w = f"{where}.{f.name}" if where else f.name
+        if f.name not in data:
+            if f.default is MISSING and f.default_factory is MISSING:
+                raise ConfigError(f"{w} is required")
+            continue
+        args = typing.get_args(hints[f.name])
+        if typing.get_origin(hints[f.name]) is tuple and args and is_dataclass(args[0]) \
+                and isinstance(data[f.name], list):
+            for i, item in enumerate(data[f.name]):
+                _require(args[0], item, f"{w}[{i}]")
+
+
+def _declared(cls: type[Any], table: Any, where: str) -> Any:
+    """``cls`` from a TOML table; any problem is one ConfigError line starting with ``where``."""
+    try:
+        _require(cls, table, "")
+        return from_mapping(cls, table)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def parse_group(name: str, table: dict[str, Any], where: str | None = None) -> FitGroup:
+    """A fit group from the table of its file (``name``: the file's name without .toml)."""
+    where = where or f"{FITS}/{name}.toml"
+    d: GroupDecl = _declared(GroupDecl, table, where)
+
+    def bad(msg: str) -> ConfigError:
+        return ConfigError(f"{where}: {msg}")
+
+    scen = tuple(s.name for s in d.scenario)
+    if not scen:
+        raise bad("scenario: a group needs at least one scenario")
+    dup = _first_duplicate(scen)
+    if dup is not None:
+        raise bad(f"scenario {dup!r:.60} is listed twice")
+    params: list[Param] = []
+    for p in d.params:  # group-wide: the group's host, or the one profile all its scenarios name
+        target = "host" if p.kind == "host" else f"{p.kind}:{','.join(scen)}"
+        params.append(Param(target, p.field, p.lo, p.hi, p.prior_weight, p.prior_scale, p.start))
+    for s in d.scenario:
+        params += [Param(f"{p.kind}:{s.name}", p.field, p.lo, p.hi, p.prior_weight, p.prior_scale, p.start)
+                   for p in s.params]
+    dup = _first_duplicate((p.target, p.name) for p in params)
+    if dup is not None:
+        raise bad(f"field {dup[1]} of {dup[0]} is declared twice")
+    if not params:
+        raise bad("no params: a group fits at least one field")
+    grid_fields = [g.field for g in d.grid]
+    if (d.method == "grid") != bool(d.grid):
+        raise bad("grid tables belong to method = \"grid\", and that method needs them")
+    if d.grid:
+        if len(scen) != 1:
+            raise bad("method grid fits one scenario")
+        if _first_duplicate(grid_fields) is not None:
+            raise bad(f"grid field {_first_duplicate(grid_fields)} is listed twice")
+        limits = [(g.field, g.below) for g in d.grid if g.below]
+        if len(limits) > 1:
+            raise bad("at most one grid table may have below")
+        if limits and (limits[0][1] not in grid_fields or limits[0][1] == limits[0][0]):
+            raise bad(f"grid {limits[0][0]}: below = {limits[0][1]!r:.60} is not another grid field")
+    card_fields = {p.name for p in params if p.target.startswith("card:")}
+    for n in d.grid_linear:
+        if not d.grid:
+            raise bad("grid_linear belongs to method = \"grid\"")
+        if n not in card_fields:
+            raise bad(f"grid_linear: {n!r:.60} is not a fitted card field of the group")
+    staged = d.method == "staged"
+    if staged != bool(d.sequence):
+        raise bad("sequence belongs to method = \"staged\", and that method needs it")
+    if any(s.host_rows for s in d.scenario) and not staged:
+        raise bad("host_rows belong to method = \"staged\"")
+    if staged:
+        if not any(p.target == "host" and p.name == "block_cycles" for p in params):
+            raise bad("method staged moves the common read gap into the host's block_cycles: declare it")
+        need = {st.field for st in d.sequence} | {"read_block_gap_us"}
+        for s in d.scenario:
+            own = {p.field for p in s.params if p.kind == "card"}
+            if own and not need <= own:
+                raise bad(f"scenario {s.name}: method staged needs its card fields {', '.join(sorted(need - own))}")
+        rows = {r for s in d.scenario for r in s.rows}
+        for st in d.sequence:
+            if st.row not in rows:
+                raise bad(f"sequence: row {st.row!r:.60} is not a row of any scenario of the group")
     return FitGroup(
-        "espidf-esp32", "ESP-IDF perf_benchmark card on ESP32 SDMMC 4-bit 40 MHz (SD raw rows)", (s,), "esp32-sdmmc",
-        (Param(c, "read_access_us", 0, 5000), Param(c, "write_busy_end_us", 0, 20000),
-         Param(c, "merge_base_ms", 0, 2000), Param(c, "merge_copy_us_per_kib", 0, 2000),
-         Param(c, "first_write_ms", 0, 2000)),
-        restrict=("espidf.parts=['sd_raw']",),
-        rows=tuple(f"SD raw {op} [{k} kB label]" for k in (16, 32, 48, 64) for op in ("write", "read")),
-        grid=(("update_block_bytes", tuple(float(m << 20) for m in (4, 6, 8, 10, 12, 16))),
-              ("initial_update_fill_bytes", tuple(float(k * 65536) for k in range(0, 256, 8)))),
-        grid_linear=("merge_base_ms", "merge_copy_us_per_kib", "first_write_ms"),
-        grid_max=("initial_update_fill_bytes", "update_block_bytes"))
+        name, d.description, scen, d.host, tuple(params), restrict=d.restrict,
+        rows=tuple((s.name, r) for s in d.scenario for r in s.rows),
+        grid=tuple((g.field, g.values) for g in d.grid), grid_linear=d.grid_linear,
+        grid_max=next(((g.field, g.below) for g in d.grid if g.below), None), staged=staged,
+        host_rows=tuple((s.name, r) for s in d.scenario for r in s.host_rows),
+        sequence=tuple((st.field, st.row) for st in d.sequence), order=d.order)
 
 
-def _s3_group(name: str, scenario: str, host: str) -> FitGroup:
-    c = f"card:{scenario}"
-    return FitGroup(name, f"{scenario}: raw sector read/write", (scenario,), host,
-                    (Param(c, "read_access_us", 0, 20000, start=250),
-                     Param(c, "write_busy_end_us", 0, 100000, start=1500)),
-                    rows=("raw sectors write", "raw sectors read"))
-
-
-def _flash_group() -> FitGroup:
-    s = "espidf-esp32-spiflash"
-    return FitGroup(
-        "espidf-esp32-flash", "ESP32 internal SPI flash through wear levelling (SPI Flash raw rows)", (s,),
-        "esp32-flash",
-        (Param(f"flash-chip:{s}", "byte_program_next_typ_us", 0, 50),
-         Param(f"flash-host:{s}", "cmd_overhead_cycles", 0, 100000)),
-        restrict=("espidf.parts=['flash_raw']",), rows=("SPI Flash raw write", "SPI Flash raw read"))
-
-
-def _s3_spi_group() -> FitGroup:
-    both = "esp32s3-spi20mhz,esp32s3-usbmsc-spi20mhz"
-    c = f"card:{both}"
-    return FitGroup(
-        "esp32s3-spi", "ESP32-S3 SDSPI 20 MHz card: board raw rows and the bridge's single-sector rows (one card)",
-        ("esp32s3-spi20mhz", "esp32s3-usbmsc-spi20mhz"), "esp32s3-sdspi",
-        (Param("host", "block_cycles", 0, 100000, start=8000), Param(c, "read_access_us", 0, 20000, start=250),
-         Param(c, "write_busy_single_us", 0, 100000, start=1000),
-         Param(c, "write_busy_end_us", 0, 100000, start=1500)),
-        restrict=("usbmsc.rows=['single-sector write', 'single-sector read']",),
-        rows=("raw sectors write", "raw sectors read", "USB MSC single-sector write", "USB MSC single-sector read"))
+@functools.cache
+def _shipped_groups() -> dict[str, FitGroup]:
+    found = []
+    for res in sorted((DATA / FITS).iterdir(), key=lambda r: r.name):
+        if not res.name.endswith(".toml") or res.name == LEVELS_FILE:
+            continue
+        where = f"{FITS}/{res.name}"
+        found.append(parse_group(res.name[:-len(".toml")], parse_toml(res.read_text(), where), where))
+    found.sort(key=lambda g: g.order)
+    for a, b in zip(found, found[1:]):
+        if a.order == b.order:
+            raise ConfigError(f"fit groups {a.name} and {b.name} have the same order {a.order}")
+    return {g.name: g for g in found}
 
 
 def groups() -> dict[str, FitGroup]:
-    gs = [_espidf_group(), _flash_group(), _p2_group(), _s3_spi_group(),
-          _s3_group("esp32s3-sdmmc", "esp32s3-sdmmc4-40mhz", "esp32s3-sdmmc")]
-    return {g.name: g for g in gs}
+    """The shipped fit groups (sdbench/data/fits/*.toml), in their declared order."""
+    return dict(_shipped_groups())
+
+
+@functools.cache
+def _levels() -> dict[tuple[str, str], str]:
+    where = f"{FITS}/{LEVELS_FILE}"
+    d: LevelsDecl = _declared(LevelsDecl, parse_toml((DATA / FITS / LEVELS_FILE).read_text(), where), where)
+    out: dict[tuple[str, str], str] = {}
+    for s in d.scenario:
+        for level, rows in (("raw", s.raw), ("bridge", s.bridge)):
+            for r in rows:
+                if (s.name, r) in out:
+                    raise ConfigError(f"{where}: {s.name}: row {r!r:.60} is declared twice")
+                out[(s.name, r)] = level
+    return out
 
 
 # ---- evaluation ---------------------------------------------------------------------------
@@ -253,7 +436,7 @@ class _Evaluator:
         self.targets: dict[str, list[Measurement]] = {}
         for s in group.scenarios:
             rows = [m for m in meas if m.scenario == s and m.split == "train" and m.value is not None
-                    and (not group.rows or m.row in group.rows)]
+                    and (s, m.row) in group.rows]
             if rows:
                 self.targets[s] = rows
         if not self.targets:
@@ -488,7 +671,7 @@ def _staged(g: FitGroup, ev: _Evaluator, x0: np.ndarray, lo: np.ndarray, hi: np.
             gi = next(i for i in cols if g.params[i].name == "read_block_gap_us")
             gaps[s] = x[gi]
             if progress:
-                res = ev.scenario_residuals(x, s, skip=g.host_rows)
+                res = ev.scenario_residuals(x, s, skip=g.host_labels(s))
                 progress(f"{g.name}: stage {stage + 1}: {s}: cost {float(np.sum(res ** 2)):.4g}")
         if not gaps:
             break
@@ -503,8 +686,8 @@ def _staged(g: FitGroup, ev: _Evaluator, x0: np.ndarray, lo: np.ndarray, hi: np.
             def sq(v: float, k: int = k) -> float:
                 xx = x.copy()
                 xx[k] = v
-                res = [ev.scenario_residuals(xx, s, only=g.host_rows) for s in g.scenarios
-                       if any(m.row in g.host_rows for m in ev.targets.get(s, []))]
+                res = [ev.scenario_residuals(xx, s, only=g.host_labels(s)) for s in g.scenarios
+                       if any((s, m.row) in g.host_rows for m in ev.targets.get(s, []))]
                 return float(sum(np.sum(r ** 2) for r in res))
 
             r = minimize_scalar(sq, bounds=(lo[k], hi[k]), method="bounded",

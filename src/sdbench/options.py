@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import re
 import stat
 import tomllib
 import types
@@ -267,6 +269,27 @@ def parse_toml(text: str, where: str) -> dict[str, Any]:
         raise ConfigError(f"{where}: invalid TOML: {e}") from None
     except RecursionError:
         raise ConfigError(f"{where}: invalid TOML: nested too deeply") from None
+
+
+#: a name of something sdbench ships (scenario, profile, sweep): letters, digits and ._- only
+_SHIPPED_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
+
+
+def is_shipped_name(name: str) -> bool:
+    """Whether ``name`` could name a shipped file (and so may be looked up as one, never as a path)."""
+    return isinstance(name, str) and _SHIPPED_NAME.fullmatch(name) is not None
+
+
+def stat_or_none(path: str | PathLike[str], what: str) -> os.stat_result | None:
+    """``os.stat`` of a path a user gave: None when nothing is there, ConfigError when the OS cannot use it
+    (a name too long, a path through a regular file, no permission to look)."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        shown = str(path) if len(str(path)) <= 120 else str(path)[:117] + "..."
+        raise ConfigError(f"cannot use {shown} as {what}: {e.strerror}") from None
 
 
 def read_toml_file(path: str | PathLike[str], what: str) -> dict[str, Any]:

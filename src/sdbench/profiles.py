@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .errors import ConfigError
-from .options import from_mapping, parse_toml, read_toml_file
+from .options import from_mapping, is_shipped_name, parse_toml, read_toml_file
 
 DATA = resources.files("sdbench") / "data"
 T = TypeVar("T")
@@ -28,7 +28,7 @@ def load_table(folder: str, name: str, base_dir: Path | None = None, *, what: st
             p = base_dir / p
         return read_toml_file(p, f"{what} file")
     res = DATA / folder / f"{name}.toml"
-    if "/" in name or "\\" in name or not res.is_file():
+    if not is_shipped_name(name) or not res.is_file():
         raise ConfigError(f"unknown {what} {name!r:.60} (shipped: {', '.join(shipped(folder))})")
     return parse_toml(res.read_text(), f"{folder}/{name}.toml")
 

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, SdbenchError
-from .options import parse_toml, read_text_file
+from .options import is_shipped_name, parse_toml, read_text_file, stat_or_none
 from .records import Results, RunRecord
 
 DATA = resources.files("sdbench") / "data"
@@ -111,9 +111,10 @@ def load_spec(path: str | Path) -> SweepSpec:
     """Read a sweep spec (a file, or the name of one shipped in sdbench/data/sweeps); every problem is a
     one-line ConfigError."""
     p = Path(path)
-    if not p.is_file() and p.suffix == "" and (DATA / "sweeps" / f"{p.name}.toml").is_file():
+    if stat_or_none(p, "a sweep spec") is None and is_shipped_name(str(path)) and \
+            (DATA / "sweeps" / f"{p.name}.toml").is_file():
         p = Path(str(DATA / "sweeps" / f"{p.name}.toml"))
-    if not p.is_file():
+    if stat_or_none(p, "a sweep spec") is None:
         known = ", ".join(builtin_specs())
         raise ConfigError(f"sweep spec not found: {p} (built-in: {known})")
     text = read_text_file(p, "sweep spec")

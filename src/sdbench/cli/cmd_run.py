@@ -126,9 +126,7 @@ def register(app: typer.Typer) -> None:
 
             store = open_store(str(db) if db is not None else None)
         for sc in loaded:
-            if not quiet:
-                typer.echo(f"running {sc.name}: {sc.description}", err=True)
-            rec = _run_one(sc, store, progress=not quiet and sys.stderr.isatty())
+            rec = _run_one(sc, store, progress=not quiet and sys.stderr.isatty(), quiet=quiet)
             records.append(rec)
             if not quiet:
                 for w in rec.warnings:
@@ -150,18 +148,23 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"| {name}{mark} | {desc} |")
 
 
-def _run_one(sc: scen.Scenario, store, *, progress: bool) -> RunRecord:
+def _run_one(sc: scen.Scenario, store, *, progress: bool, quiet: bool) -> RunRecord:
     """Run one scenario; with a store, its row is written once the stack is built and each finished row is
     committed at once (a run killed part-way keeps what it measured). A run that fails after it began is
-    stored as failed with the reason, and the command exits 1."""
-    if store is None:
-        return run_scenario(sc, progress=progress)
+    stored as failed with the reason, and the command exits 1. Nothing is said before the stack is built and
+    checked, so a refusal stays one line."""
     rid: int | None = None
 
     def begin(built) -> None:
         nonlocal rid
-        rid = store.begin_run(scenario=sc.name, clock=built.clock.kind, protocol=sc.protocol, seed=sc.seed,
-                              source="simulated" if built.clock.kind == "virtual" else "measured")
+        if not quiet:
+            typer.echo(f"running {sc.name}: {sc.description}", err=True)
+        if store is not None:
+            rid = store.begin_run(scenario=sc.name, clock=built.clock.kind, protocol=sc.protocol, seed=sc.seed,
+                                  source="simulated" if built.clock.kind == "virtual" else "measured")
+
+    if store is None:
+        return run_scenario(sc, progress=progress, on_built=begin)
 
     try:
         rec = run_scenario(sc, progress=progress, on_built=begin,
@@ -178,7 +181,8 @@ def _run_one(sc: scen.Scenario, store, *, progress: bool) -> RunRecord:
         _mark_failed(store, rid, f"internal error: {type(e).__name__}: {e}")
         raise
     store.finish_run(rid, rec)
-    typer.echo(f"saved as run {rid}", err=True)
+    if not quiet:
+        typer.echo(f"saved as run {rid}", err=True)
     return rec
 
 

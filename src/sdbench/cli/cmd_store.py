@@ -1,6 +1,7 @@
 """Commands on the results store: runs, show, export, compare, import, report, and ``db check/repair/vacuum``."""
 from __future__ import annotations
 
+import stat
 import sys
 from enum import Enum
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Optional
 import typer
 
 from ..errors import SdbenchError
+from ..options import stat_or_none
 
 DB_HELP = "Results store file (default: $SDBENCH_DB, else results.sqlite in the per-user data directory)."
 
@@ -123,7 +125,7 @@ def register(app: typer.Typer) -> None:
         from ..store import default_db_path, open_store
 
         path = db.expanduser() if db else default_db_path()
-        if not path.exists():
+        if stat_or_none(path, "the results store") is None:
             typer.echo(f"no runs stored yet ({path})")
             return
         from ..report.tables import runs_table
@@ -276,7 +278,8 @@ def register(app: typer.Typer) -> None:
         if html is None and png is None and svg is None:
             raise SdbenchError("report: say what to write: --html FILE, --png DIR and/or --svg DIR")
         for d in (png, svg):
-            if d is not None and d.exists() and not d.is_dir():
+            st = stat_or_none(d, "a plot directory") if d is not None else None
+            if st is not None and not stat.S_ISDIR(st.st_mode):
                 raise SdbenchError(f"{d} exists and is not a directory")
         from ..report.html import ReportRun, render, write_plots
         from ..store import open_store
@@ -324,7 +327,7 @@ def _db_path(db: Optional[Path]) -> Path:
     from ..store import default_db_path
 
     path = db.expanduser() if db else default_db_path()
-    if not path.exists():
+    if stat_or_none(path, "the results store") is None:
         raise SdbenchError(f"no results store at {path}")
     return path
 

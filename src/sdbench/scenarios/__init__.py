@@ -19,7 +19,7 @@ from ..errors import ConfigError
 from ..fs.fat import FatConfig
 from ..fs.littlefs import LittleFsConfig
 from ..media.realtarget import NO_WRITES, WriteGrant
-from ..options import apply_overrides, from_mapping, parse_toml, read_toml_file, to_mapping
+from ..options import apply_overrides, from_mapping, is_shipped_name, parse_toml, read_toml_file, to_mapping
 from ..stack import MEDIA, Built, build
 from ..workloads.espidf import EspIdfConfig
 from ..workloads.p2 import P2Config
@@ -59,12 +59,12 @@ class Scenario:
             if key in table:
                 raise ConfigError(f"{section}.{key}: permission to write real media comes from the command line "
                                   f"only (--allow-write, --yes), never from a scenario file or --set")
+        here = [k for k, m in MEDIA.items() if m.section == section]
         if kind is None:
-            raise ConfigError(f"scenario {self.name}: [{section}] needs media = one of {', '.join(MEDIA)}")
-        if not isinstance(kind, str) or kind not in MEDIA:
-            raise ConfigError(f"scenario {self.name}: unknown {section}.media {kind!r:.60} (known: {', '.join(MEDIA)})")
-        cls = MEDIA[kind][0]
-        return kind, from_mapping(cls, table, section)
+            raise ConfigError(f"scenario {self.name}: [{section}] needs media = one of {', '.join(here)}")
+        if not isinstance(kind, str) or kind not in here:
+            raise ConfigError(f"scenario {self.name}: unknown {section}.media {kind!r:.60} (known: {', '.join(here)})")
+        return kind, from_mapping(MEDIA[kind].config, table, section)
 
     def cache_config(self, host: Any = None) -> CacheConfig | None:
         """``[sd.cache]`` as a CacheConfig (cpu_hz defaults to the host profile's), or None."""
@@ -78,7 +78,7 @@ class Scenario:
         return from_mapping(CacheConfig, table, "sd.cache")
 
     def clock_kind(self) -> str:
-        kinds = {MEDIA[t.get("media", "memory")][2] for t in (self.sd, self.flash) if t and t.get("media") in MEDIA}
+        kinds = {MEDIA[t["media"]].clock for t in (self.sd, self.flash) if t and t.get("media") in MEDIA}
         return "virtual" if "virtual" in kinds else "wall"
 
     def build(self) -> Built:
@@ -120,12 +120,12 @@ def _load_raw(name_or_path: str, seen: tuple[str, ...] = ()) -> tuple[dict[str, 
         data.setdefault("name", p.stem)
     else:
         res = DATA / "scenarios" / f"{name_or_path}.toml"
-        if "/" in name_or_path or not res.is_file():
+        if not is_shipped_name(name_or_path) or not res.is_file():
             import difflib
 
             close = difflib.get_close_matches(name_or_path, builtin_names(), n=1)
             hint = f" (did you mean {close[0]}?)" if close else " (see `sdbench scenarios`)"
-            raise ConfigError(f"unknown scenario {name_or_path!r:.80}{hint}")
+            raise ConfigError(f"unknown scenario {name_or_path[:80]!r}{hint}")
         data, src = parse_toml(res.read_text(), f"scenario {name_or_path}"), None
         data.setdefault("name", name_or_path)
     parent = data.pop("extends", None)

@@ -72,7 +72,7 @@ def _build(sc: Any, devices: list[BlockDevice]) -> Built:
     counters: dict[str, tuple[BlockDevice, ...]] = {}
     if sc.sd:
         kind, cfg = sc.media_config("sd")
-        sd_dev, meta = MEDIA[kind][1](cfg, sc, clock)
+        sd_dev, meta = MEDIA[kind].build(cfg, sc, clock)
         devices.append(sd_dev)
         sd_parts = meta.pop("parts", None)
         host = getattr(sd_dev, "host", None)
@@ -96,7 +96,7 @@ def _build(sc: Any, devices: list[BlockDevice]) -> Built:
     flash_raw = None
     if sc.flash:
         kind, cfg = sc.media_config("flash")
-        flash_target, meta = MEDIA[kind][1](cfg, sc, clock)
+        flash_target, meta = MEDIA[kind].build(cfg, sc, clock)
         # flash builders return a FlashTarget-like object with the parts' devices and factories
         devices.append(flash_target)  # type: ignore[arg-type]
         stack["flash"] = meta

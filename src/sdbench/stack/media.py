@@ -89,11 +89,21 @@ def _build_device(cfg: DeviceMediaConfig, scenario: Any, clock: Clock) -> tuple[
     return dev, {"media": "device", **to_mapping(cfg), "identity": ident}  # type: ignore[return-value]
 
 
-#: media kind -> (config class, builder(config, scenario, clock) -> (device, metadata), clock kind)
-MEDIA: dict[str, tuple[type, Callable[..., tuple[BlockDevice, dict[str, Any]]], str]] = {
-    "memory": (MemoryMediaConfig, _build_memory, "wall"),
-    "image": (ImageMediaConfig, _build_image, "wall"),
-    "sim": (SimSdConfig, build_sim_sd, "virtual"),
-    "sim-nor": (SimFlashConfig, build_sim_flash, "virtual"),
-    "device": (DeviceMediaConfig, _build_device, "wall"),
+@dataclass(frozen=True)
+class MediaKind:
+    """One value of a scenario's ``media`` key."""
+
+    config: type                                             # its option declarations
+    build: Callable[..., tuple[Any, dict[str, Any]]]         # (config, scenario, clock) -> (device, metadata)
+    clock: str                                               # "wall" or "virtual"
+    section: str                                             # the table it belongs in: "sd" (a block device) or "flash"
+
+
+#: media kinds: the ``media`` key of [sd] or [flash]
+MEDIA: dict[str, MediaKind] = {
+    "memory": MediaKind(MemoryMediaConfig, _build_memory, "wall", "sd"),
+    "image": MediaKind(ImageMediaConfig, _build_image, "wall", "sd"),
+    "sim": MediaKind(SimSdConfig, build_sim_sd, "virtual", "sd"),
+    "sim-nor": MediaKind(SimFlashConfig, build_sim_flash, "virtual", "flash"),
+    "device": MediaKind(DeviceMediaConfig, _build_device, "wall", "sd"),
 }

@@ -333,6 +333,9 @@ def migrate(conn: sqlite3.Connection, migrations: list[tuple[str, tuple[str, ...
         try:
             # re-read inside the lock: another process may have migrated meanwhile
             version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version < 0:  # no sdbench writes one: the header was overwritten
+                raise SdbenchError(f"the results store's schema version {version} is not one sdbench writes: the "
+                                   "file is damaged (`sdbench db repair` rebuilds what can be read)")
             if version >= len(steps):
                 conn.execute("COMMIT")
                 return version
