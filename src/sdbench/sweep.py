@@ -264,18 +264,23 @@ def sweep_id(spec: SweepSpec) -> str:
     return f"{spec.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{digest}"
 
 
+def check_sweep(spec: SweepSpec) -> None:
+    """Refuse, before anything runs, a configuration that would not load or build (one line naming it)."""
+    for i, p in enumerate(spec.configurations()):
+        try:
+            check_configuration(spec.base, spec.overrides(p))
+        except SdbenchError as e:
+            where = ", ".join(f"{k}={toml_value(v)}" for k, v in p.items())
+            raise ConfigError(f"sweep {spec.name}: configuration {i + 1} ({where}): {e}") from None
+
+
 def run_sweep(spec: SweepSpec, *, workers: int | None = None, dask: str | None = None, dask_processes: bool = True,
               progress: Callable[[str], None] | None = None, check: bool = True) -> SweepResult:
     """Run every configuration of ``spec``; records come back in grid order with their parameters."""
     configs = spec.configurations()
     jobs = [(i, spec.base, spec.overrides(p)) for i, p in enumerate(configs)]
     if check:
-        for (i, base, over), p in zip(jobs, configs):
-            try:
-                check_configuration(base, over)
-            except SdbenchError as e:
-                where = ", ".join(f"{k}={toml_value(v)}" for k, v in p.items())
-                raise ConfigError(f"sweep {spec.name}: configuration {i + 1} ({where}): {e}") from None
+        check_sweep(spec)
     n_workers = max(1, workers or os.cpu_count() or 1)
     n_workers = min(n_workers, len(jobs))
     sid = sweep_id(spec)

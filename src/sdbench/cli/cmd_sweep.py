@@ -62,12 +62,14 @@ def register(app: typer.Typer) -> None:
             for k, what in ((px, "--x"), (ps, "--series")):
                 if k is not None and k not in keys:
                     raise SdbenchError(f"{what} {k!r} is not a grid key ({', '.join(keys)})")
+        sw.check_sweep(spec)  # a refusal comes before any note
         n = len(spec.configurations())
         if not quiet:
             where = f"Dask {dask}" if dask else "local processes"
             typer.echo(f"sweep {spec.name}: {n} configurations of {spec.base} on {where} "
                        f"({workers or os.cpu_count()} workers)", err=True)
-        res = sw.run_sweep(spec, workers=workers, dask=dask, progress=None if quiet else sw.stderr_progress)
+        res = sw.run_sweep(spec, workers=workers, dask=dask, progress=None if quiet else sw.stderr_progress,
+                           check=False)
         typer.echo(f"### sweep {spec.name} ({res.sweep_id}): {n} configurations, {res.wall_s:.1f} s\n")
         typer.echo(sw.markdown(res, rows or None))
         if not no_store:
