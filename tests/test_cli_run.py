@@ -165,3 +165,13 @@ def test_run_in_a_directory(capsys, tmp_path):
     assert code == 0, err
     assert "| DIR (new file): write target size |" in out and "| DIR: read tiny size |" in out
     assert list(d.iterdir()) == [], "the protocol removes its files"
+
+
+def test_extends_with_another_media_kind_replaces_the_sd_table(capsys, tmp_path):
+    # the base's simulated card (host, card, bus) means nothing to an image: the child's [sd] stands alone
+    sc = tmp_path / "on-image.toml"
+    sc.write_text('extends = "esp32s3-spi20mhz"\n[raw]\ntotal_bytes = 65536\n'
+                  f'[sd]\nmedia = "image"\npath = "card.img"\nsize_bytes = {8 << 20}\n')
+    code, out, err = run(capsys, "run", str(sc), "--no-save", "-q")
+    assert code == 0, err
+    assert "raw sectors write" in out and (tmp_path / "card.img").stat().st_size == 8 << 20

@@ -415,3 +415,14 @@ def test_impossible_paths_are_one_line(capsys, argv):
     long_name = "y" * 300  # longer than any file name may be
     assert main([a.replace("L", long_name) if a.startswith("L") else a for a in argv]) == 2
     one_line_error(capsys)
+
+
+def test_a_refused_run_removes_the_image_it_created(tmp_path, capsys):
+    # the image is created while the stack is built; the pre-flight then refuses the filesystem layout
+    sc = tmp_path / "fat32.toml"
+    sc.write_text('extends = "espidf-memory"\n[espidf]\nparts = ["sd_fatfs"]\nruns = 1\n'
+                  f'[sd]\nmedia = "image"\npath = "new.img"\nsize_bytes = {64 * MIB}\n'
+                  '[sd_fat]\nfat_type = "fat32"\nallocation_unit_bytes = 32768\n')
+    assert main(["run", str(sc), "--no-save", "-q"]) == 2
+    one_line_error(capsys, "FAT32")
+    assert not (tmp_path / "new.img").exists()

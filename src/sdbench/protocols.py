@@ -33,7 +33,7 @@ def run_scenario(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
         # refuse what cannot fit before the run begins (before on_built, so a refused run is never stored)
         spec.preflight(sc, built)
     except BaseException:
-        built.close()
+        built.discard()
         raise
     if on_built is not None:
         on_built(built)

@@ -73,7 +73,12 @@ class ImageFileDevice(BlockDevice):
             raise SdbenchError(f"cannot create image {p}: {e.strerror}") from None
         finally:
             os.close(fd)
-        return cls(p, sector_size=sector_size, **kw)
+        dev = cls(p, sector_size=sector_size, **kw)
+        dev.created = True
+        return dev
+
+    #: True when this object created the image file (a refused run removes it again, see stack.Built.discard)
+    created = False
 
     def _read(self, lba: int, count: int, buf_addr: int) -> bytes:
         ss = self.geometry.sector_size

@@ -132,6 +132,12 @@ def _load_raw(name_or_path: str, seen: tuple[str, ...] = ()) -> tuple[dict[str, 
     if parent is not None:
         base, base_src = _load_raw(parent, seen + (name_or_path,))
         base.pop("name", None)
+        for section in ("sd", "flash"):
+            # another kind of media shares none of its fields with the base's: the table replaces the base's
+            mine, theirs = data.get(section), base.get(section)
+            if isinstance(mine, dict) and isinstance(theirs, dict) and "media" in mine \
+                    and mine["media"] != theirs.get("media"):
+                base.pop(section)
         data = _merge(base, data)
         src = src or base_src
     return data, src

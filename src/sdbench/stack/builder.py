@@ -8,6 +8,7 @@ their own.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,7 @@ from ..fs.costed import CostedFileSystem
 from ..fs.fat import FatFileSystem
 from ..fs.hostdir import open_directory
 from ..fs.littlefs import LittleFsFileSystem
-from ..media.base import BlockDevice
+from ..media.base import BlockDevice, bottom
 from ..options import to_mapping
 from .media import MEDIA
 from .sd import SimSdParts
@@ -45,6 +46,18 @@ class Built:
         for d in self.devices:
             d.close()
 
+    def discard(self) -> None:
+        """Close a stack whose run was refused before it began, and remove image files it created: a refusal
+        leaves nothing behind."""
+        self.close()
+        for d in self.devices:
+            image = bottom(d)
+            if getattr(image, "created", False):
+                try:
+                    os.unlink(image.path)
+                except OSError:
+                    pass
+
     def new_sd_card(self, clock: VirtualClock) -> BlockDevice:
         """A fresh simulated card as the scenario describes it (driver model, card, [sd.cache]) on ``clock``."""
         if self.sd_parts is None:
@@ -59,8 +72,7 @@ def build(sc: Any) -> Built:
     try:
         return _build(sc, devices)
     except BaseException:
-        for d in reversed(devices):  # what was opened before a later part was refused
-            d.close()
+        Built(Target(), WallClock(), {}, list(reversed(devices))).discard()  # what was made before the refusal
         raise
 
 
