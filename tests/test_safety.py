@@ -426,3 +426,21 @@ def test_a_refused_run_removes_the_image_it_created(tmp_path, capsys):
     assert main(["run", str(sc), "--no-save", "-q"]) == 2
     one_line_error(capsys, "FAT32")
     assert not (tmp_path / "new.img").exists()
+
+
+def test_a_run_that_fails_part_way_exits_1_without_a_store_too(capsys, monkeypatch):
+    from dataclasses import replace
+
+    from sdbench.errors import FileSystemError
+    from sdbench.workloads import registry
+
+    spec = registry.protocol("espidf")
+
+    def fails_after_one_row(sc, built, ctx):
+        rows = spec.run(sc, built, ctx)
+        yield next(rows)
+        raise FileSystemError("no free space on the card")
+
+    monkeypatch.setitem(registry.PROTOCOLS._specs, "espidf", replace(spec, run=fails_after_one_row))
+    assert main(["run", "espidf-memory", "-q", "--runs", "1", "--no-save"]) == 1
+    one_line_error(capsys, "run failed: no free space on the card")

@@ -35,9 +35,9 @@ def run_scenario(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
     except BaseException:
         built.discard()
         raise
-    if on_built is not None:
-        on_built(built)
     try:
+        if on_built is not None:
+            on_built(built)
         bar = WallProgress(spec.timed_calls(sc), sc.name, enabled=progress)
         ctx = Context(built.clock, tuple(listeners), bar)
         rows: list[Row] = []

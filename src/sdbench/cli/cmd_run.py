@@ -154,32 +154,33 @@ def _run_one(sc: scen.Scenario, store, *, progress: bool, quiet: bool) -> RunRec
     stored as failed with the reason, and the command exits 1. Nothing is said before the stack is built and
     checked, so a refusal stays one line."""
     rid: int | None = None
+    began = False
 
     def begin(built) -> None:
-        nonlocal rid
+        nonlocal rid, began
         if not quiet:
             typer.echo(f"running {sc.name}: {sc.description}", err=True)
         if store is not None:
             rid = store.begin_run(scenario=sc.name, clock=built.clock.kind, protocol=sc.protocol, seed=sc.seed,
                                   source="simulated" if built.clock.kind == "virtual" else "measured")
-
-    if store is None:
-        return run_scenario(sc, progress=progress, on_built=begin)
+        began = True
 
     try:
         rec = run_scenario(sc, progress=progress, on_built=begin,
-                           on_row=lambda row: store.add_row(rid, row))
+                           on_row=(lambda row: store.add_row(rid, row)) if store is not None else None)
     except KeyboardInterrupt:
         _mark_failed(store, rid, "interrupted")
         raise
     except SdbenchError as e:
-        if rid is None:
+        if not began:
             raise  # refused before the run began: nothing was stored
         _mark_failed(store, rid, str(e))
-        raise RunFailedError(f"run {rid} failed: {e}") from None
+        raise RunFailedError(f"run {rid} failed: {e}" if rid is not None else f"run failed: {e}") from None
     except Exception as e:
         _mark_failed(store, rid, f"internal error: {type(e).__name__}: {e}")
         raise
+    if store is None:
+        return rec
     store.finish_run(rid, rec)
     if not quiet:
         typer.echo(f"saved as run {rid}", err=True)
@@ -188,7 +189,7 @@ def _run_one(sc: scen.Scenario, store, *, progress: bool, quiet: bool) -> RunRec
 
 def _mark_failed(store, rid: int | None, reason: str) -> None:
     """Store a begun run as failed; the error that failed it is the one to report, not a second one."""
-    if rid is None:
+    if store is None or rid is None:
         return
     try:
         store.fail_run(rid, reason)
