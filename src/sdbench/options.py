@@ -222,8 +222,6 @@ def to_mapping(obj: Any) -> Any:
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``a.b.c=value`` strings to a nested mapping (values parsed as TOML scalars)."""
-    import tomllib
-
     out = _deepcopy(data)
     for item in overrides:
         if "=" not in item:
@@ -314,7 +312,11 @@ def read_text_file(path: str | PathLike[str], what: str) -> str:
     if st.st_size > MAX_TOML_BYTES:
         raise ConfigError(f"{what} {p} is {st.st_size} B: too large (at most {MAX_TOML_BYTES} B)")
     try:
-        with open(p, "rb") as f:
+        # without waiting, and checked again once open: a path swapped for a FIFO meanwhile cannot block
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ConfigError(f"{what} {p} is not a regular file")
             raw = f.read(MAX_TOML_BYTES + 1)  # however much it grew since stat
     except OSError as e:
         raise ConfigError(f"cannot read {what} {p}: {e.strerror}") from None

@@ -32,12 +32,12 @@ def run_scenario(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
     try:
         # refuse what cannot fit before the run begins (before on_built, so a refused run is never stored)
         spec.preflight(sc, built)
+        if on_built is not None:
+            on_built(built)
     except BaseException:
         built.discard()
         raise
     try:
-        if on_built is not None:
-            on_built(built)
         bar = WallProgress(spec.timed_calls(sc), sc.name, enabled=progress)
         ctx = Context(built.clock, tuple(listeners), bar)
         rows: list[Row] = []

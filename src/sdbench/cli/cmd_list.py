@@ -98,7 +98,8 @@ def _flash() -> None:
     _table(["flash chip", "capacity", "page", "parameters", "description"], rows)
 
 
-def _scenarios() -> None:
+def print_scenarios() -> None:
+    """The built-in scenarios, one line each (also `sdbench scenarios`)."""
     from .. import scenarios as scen
 
     _table(["scenario", "description"],
@@ -116,7 +117,7 @@ def _sweeps() -> None:
 
 
 _LISTERS = {Kind.protocols: _protocols, Kind.filesystems: _filesystems, Kind.hosts: _hosts, Kind.cards: _cards,
-            Kind.flash: _flash, Kind.scenarios: _scenarios, Kind.sweeps: _sweeps}
+            Kind.flash: _flash, Kind.scenarios: print_scenarios, Kind.sweeps: _sweeps}
 
 
 def register(app: typer.Typer) -> None:

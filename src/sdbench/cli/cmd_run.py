@@ -125,13 +125,17 @@ def register(app: typer.Typer) -> None:
             from ..store import open_store
 
             store = open_store(str(db) if db is not None else None)
-        for sc in loaded:
-            rec = _run_one(sc, store, progress=not quiet and sys.stderr.isatty(), quiet=quiet)
-            records.append(rec)
-            if not quiet:
-                for w in rec.warnings:
-                    typer.echo(f"warning: {w}", err=True)
-            print_run(rec, fmt or (OutFormat.espidf if sc.protocol == "espidf" else OutFormat.table))
+        try:
+            for sc in loaded:
+                rec = _run_one(sc, store, progress=not quiet and sys.stderr.isatty(), quiet=quiet)
+                records.append(rec)
+                if not quiet:
+                    for w in rec.warnings:
+                        typer.echo(f"warning: {w}", err=True)
+                print_run(rec, fmt or (OutFormat.espidf if sc.protocol == "espidf" else OutFormat.table))
+        finally:
+            if store is not None:
+                store.close()
         results = Results(runs=tuple(records))
         if fmt is OutFormat.json:
             typer.echo(results.to_json(), nl=False)
@@ -140,12 +144,10 @@ def register(app: typer.Typer) -> None:
 
     @app.command("scenarios")
     def scenarios_cmd() -> None:
-        """List built-in scenarios with a one-line description (Markdown table)."""
-        typer.echo("| scenario | description |")
-        typer.echo("|---|---|")
-        for name, desc in scen.describe_all():
-            mark = " (default)" if name == scen.DEFAULT_SCENARIO else ""
-            typer.echo(f"| {name}{mark} | {desc} |")
+        """List built-in scenarios with a one-line description (Markdown table; as `sdbench list scenarios`)."""
+        from .cmd_list import print_scenarios
+
+        print_scenarios()
 
 
 def _run_one(sc: scen.Scenario, store, *, progress: bool, quiet: bool) -> RunRecord:

@@ -68,12 +68,16 @@ class ImageFileDevice(BlockDevice):
         except OSError as e:
             raise SdbenchError(f"cannot create image {p}: {e.strerror}") from None
         try:
-            os.ftruncate(fd, size_bytes)
-        except OSError as e:
-            raise SdbenchError(f"cannot create image {p}: {e.strerror}") from None
-        finally:
-            os.close(fd)
-        dev = cls(p, sector_size=sector_size, **kw)
+            try:
+                os.ftruncate(fd, size_bytes)
+            except OSError as e:
+                raise SdbenchError(f"cannot create image {p}: {e.strerror}") from None
+            finally:
+                os.close(fd)
+            dev = cls(p, sector_size=sector_size, **kw)
+        except BaseException:
+            p.unlink(missing_ok=True)  # the file this call made, and nothing else (O_EXCL, or overwrite asked)
+            raise
         dev.created = True
         return dev
 

@@ -543,7 +543,7 @@ class Store:
                     raise SdbenchError(f"no complete run in {self.path} ('latest' is the latest complete run; "
                                        "give the id of an incomplete or failed one, see `sdbench runs`)")
                 return int(got)
-            if not text.isdigit() or len(text) > 18:
+            if not (text.isascii() and text.isdigit()) or len(text) > 18:
                 raise SdbenchError(f"run {ref!r}: expected a run id (a number, see `sdbench runs`) or 'latest'")
             rid = int(text)
             if self._conn.execute("SELECT 1 FROM runs WHERE id = ?", (rid,)).fetchone() is None:
@@ -776,4 +776,9 @@ def parse_since(text: str, *, now: dt.datetime | None = None) -> dt.datetime:
     except ValueError:
         raise SdbenchError(f"--since {text!r}: expected a date (2024-05-01), a date and time "
                            "(2024-05-01T10:30) or an age (90m, 12h, 3d, 2w)") from None
-    return when if when.tzinfo else when.astimezone()
+    try:
+        when = when if when.tzinfo else when.astimezone()
+        when.astimezone(dt.timezone.utc)  # the store compares in UTC: the first and last days of the calendar
+    except (OverflowError, ValueError):
+        raise SdbenchError(f"--since {text!r}: too close to the ends of the calendar") from None
+    return when

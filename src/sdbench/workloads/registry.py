@@ -22,6 +22,7 @@ from ..options import from_mapping
 from ..records import Row
 from ..registry import Registry
 from ..runner import Context
+from ..stack.media import MEDIA
 from . import espidf, fstests, p2, rawseq, usbmsc
 from .espidf import EspIdfConfig
 from .fstests import FsTestsConfig
@@ -29,8 +30,8 @@ from .p2 import P2Config
 from .rawseq import RawSeqConfig
 from .usbmsc import UsbMscProtocolConfig
 
-#: media kinds (the ``media`` key of a scenario's [sd] or [flash] table, or "dir" for a mounted directory)
-MEDIA_KINDS = ("sim", "sim-nor", "memory", "image", "device", "dir")
+#: media kinds: the ``media`` key of a scenario's [sd] or [flash] table, and "dir" for a mounted directory
+MEDIA_KINDS = (*MEDIA, "dir")
 
 
 def _no_check(sc: Any, built: Any) -> None:
