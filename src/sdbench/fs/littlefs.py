@@ -139,6 +139,12 @@ class LittleFsConfig:
 _GRANULARITY = {"read_size": "read_size", "prog_size": "prog_size", "block_size": "erase_size"}
 
 
+def data_capacity_bytes(cfg: LittleFsConfig, geometry: Geometry, *, where: str = "littlefs") -> int:
+    """Bytes of file data the filesystem holds at most on this device (checked as :func:`check_geometry`): every
+    block but the superblock pair."""
+    return (check_geometry(cfg, geometry, where=where) - 2) * cfg.block_size
+
+
 def check_geometry(cfg: LittleFsConfig, geometry: Geometry, *, offset_bytes: int = 0, size_bytes: int | None = None,
                    sector_fields: tuple[str, ...] = ("read_size", "prog_size", "block_size"),
                    where: str = "littlefs") -> int:

@@ -20,7 +20,7 @@ from ..clock import VirtualClock
 from ..errors import ConfigError, InternalError
 from ..fs.costed import CostedFileSystem
 from ..fs.fat import FatConfig, FatFileSystem, plan_volume, volume_capacity_bytes
-from ..fs.littlefs import LittleFsConfig, LittleFsFileSystem, check_geometry
+from ..fs.littlefs import LittleFsConfig, LittleFsFileSystem, data_capacity_bytes
 from ..options import from_mapping, opt, to_mapping
 from ..media.base import BlockDevice, BlockDeviceWrapper, Geometry
 from ..media.wl import WearLevelling, WlConfig, WlLayout
@@ -116,9 +116,7 @@ class FlashTarget:
                               where="flash.fat")
             return volume_capacity_bytes(lay)
         if part == "flash_littlefs":
-            lfs = self.cfg.littlefs
-            blocks = check_geometry(lfs, g, where="flash.littlefs")
-            return (blocks - 2) * lfs.block_size  # the superblock pair holds no file data
+            return data_capacity_bytes(self.cfg.littlefs, g, where="flash.littlefs")
         if part == "flash_spiffs" and self._spiffs is not None:
             return self._spiffs().size_bytes  # constructing SPIFFS checks its geometry; it reads nothing
         return None

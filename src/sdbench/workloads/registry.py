@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..fs.fat import plan_volume, volume_capacity_bytes
-from ..fs.littlefs import check_geometry
+from ..fs.littlefs import data_capacity_bytes
 from ..options import from_mapping
 from ..records import Row
 from ..registry import Registry
@@ -97,9 +97,7 @@ def fs_capacity(sc: Any, b: Any) -> Callable[[str], int | None]:
         if part == "sd_fatfs" and dev is not None:
             return volume_capacity_bytes(plan_volume(dev.geometry, sc.sd_fat, where="sd_fat"))
         if part == "sd_littlefs" and dev is not None:
-            cfg = sc.sd_littlefs
-            blocks = check_geometry(cfg, dev.geometry, where="sd_littlefs")
-            return (blocks - 2) * cfg.block_size  # the superblock pair holds no file data
+            return data_capacity_bytes(sc.sd_littlefs, dev.geometry, where="sd_littlefs")
         if flash is not None:
             return flash.check_part(part)
         return None
