@@ -333,14 +333,14 @@ def _store_ids(db: Path) -> dict[int, str]:
         store.close()
 
 
-def test_a_run_that_fails_part_way_is_stored_as_failed(tmp_path, capsys, monkeypatch):
+@pytest.fixture
+def espidf_fails_after_one_row(monkeypatch):
+    """The ESP-IDF protocol, made to fail with an input-class error after its first row."""
     from dataclasses import replace
 
     from sdbench.errors import FileSystemError
     from sdbench.workloads import registry
 
-    db = tmp_path / "r.sqlite"
-    assert main(["run", "espidf-memory", "-q", "--runs", "1", "--db", str(db)]) == 0
     spec = registry.protocol("espidf")
 
     def fails_after_one_row(sc, built, ctx):
@@ -349,6 +349,12 @@ def test_a_run_that_fails_part_way_is_stored_as_failed(tmp_path, capsys, monkeyp
         raise FileSystemError("no free space on the card")
 
     monkeypatch.setitem(registry.PROTOCOLS._specs, "espidf", replace(spec, run=fails_after_one_row))
+
+
+def test_a_run_that_fails_part_way_is_stored_as_failed(tmp_path, capsys, request):
+    db = tmp_path / "r.sqlite"
+    assert main(["run", "espidf-memory", "-q", "--runs", "1", "--db", str(db)]) == 0
+    request.getfixturevalue("espidf_fails_after_one_row")  # the complete run first, then the failing one
     capsys.readouterr()
     rc = main(["run", "espidf-memory", "-q", "--runs", "1", "--db", str(db)])
     assert rc == 1  # a failed run, not a refusal
@@ -428,19 +434,6 @@ def test_a_refused_run_removes_the_image_it_created(tmp_path, capsys):
     assert not (tmp_path / "new.img").exists()
 
 
-def test_a_run_that_fails_part_way_exits_1_without_a_store_too(capsys, monkeypatch):
-    from dataclasses import replace
-
-    from sdbench.errors import FileSystemError
-    from sdbench.workloads import registry
-
-    spec = registry.protocol("espidf")
-
-    def fails_after_one_row(sc, built, ctx):
-        rows = spec.run(sc, built, ctx)
-        yield next(rows)
-        raise FileSystemError("no free space on the card")
-
-    monkeypatch.setitem(registry.PROTOCOLS._specs, "espidf", replace(spec, run=fails_after_one_row))
+def test_a_run_that_fails_part_way_exits_1_without_a_store_too(capsys, espidf_fails_after_one_row):
     assert main(["run", "espidf-memory", "-q", "--runs", "1", "--no-save"]) == 1
     one_line_error(capsys, "run failed: no free space on the card")

@@ -18,13 +18,11 @@ from itertools import accumulate
 from typing import Any
 
 from ..errors import SdbenchError
-from ..records import RecordError, Row, RunRecord, check_run
+# the results format's own bounds (records.py); an import is stricter only where a tool's output must be
+from ..records import INT64_MAX, INT64_MIN, MAX_FIGURE, RecordError, Row, RunRecord, check_run
 
-INT64_MAX = 2**63 - 1
-INT64_MIN = -(2**63)
 MAX_ROW_BYTES = 1 << 60            # bytes moved by one timed call: 1 EiB
 MAX_TIME_MS = 366 * 86_400_000.0   # one timed call (or fio job): a year
-MAX_FIGURE = 1e30                  # any rate, count or latency figure
 MAX_JSON_CONTAINERS = 1_000_000    # arrays + objects in one JSON document: far more than any tool writes
 _DIGITS_MAX = 19                   # an int64 has at most 19 digits
 
