@@ -29,7 +29,8 @@ def test_measured_runs_are_the_scenario_defaults():
         sc = load(name)
         for m in (m for m in MEAS if m.scenario == name and m.runs):
             if sc.protocol == "espidf":
-                want = sc.espidf.spiffs_runs if "SPIFFS" in m.row else sc.espidf.runs
+                cfg = protocol("espidf").config_of(sc)
+                want = cfg.spiffs_runs if "SPIFFS" in m.row else cfg.runs
                 assert want == m.runs, (name, m.row)
             elif sc.protocol == "p2":
-                assert sc.p2.runs == m.runs, (name, m.row)
+                assert protocol("p2").config_of(sc).runs == m.runs, (name, m.row)

@@ -51,7 +51,7 @@ def run_scenario(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
     finally:
         built.close()
     simulated = built.clock.kind == "virtual"
-    warnings = [] if simulated else stability_warnings(rows)
+    warnings = [*built.warnings, *([] if simulated else stability_warnings(rows))]
     extra = spec.summarise(rows, built) if spec.summarise is not None else {}
     extra.update(built.metadata)
     meta = {"sdbench_version": __version__, "host": platform.node(), "python": platform.python_version(),

@@ -159,9 +159,12 @@ def _introspect_schema() -> dict[tuple, list[str]]:
     try:
         from sdbench import scenarios as scen
 
-        for sec, attr in (("espidf", "espidf"), ("p2", "p2"), ("raw", "raw_seq"), ("sd_fat", "sd_fat"),
-                          ("sd_littlefs", "sd_littlefs")):
-            add((sec,), type(getattr(scen.Scenario("x"), attr)))
+        from sdbench.workloads.registry import protocols
+
+        for spec in protocols().values():
+            add((spec.table,), spec.config)
+        for sec in ("sd_fat", "sd_littlefs"):
+            add((sec,), type(getattr(scen.Scenario("x"), sec)))
         for kind, entry in scen.MEDIA.items():
             add((entry.section,), entry.config)
         out.setdefault(("sd",), []).append("media")
@@ -169,8 +172,6 @@ def _introspect_schema() -> dict[tuple, list[str]]:
     except Exception:
         pass
     for modname, clsname, section in (("sdbench.cache", "CacheConfig", ("sd", "cache")),
-                                      ("sdbench.workloads.fstests", "FsTestsConfig", ("fs_tests",)),
-                                      ("sdbench.workloads.usbmsc", "UsbMscProtocolConfig", ("usbmsc",)),
                                       ("sdbench.media.sim.bus", "BusConfig", ("sd", "bus"))):
         try:
             mod = __import__(modname, fromlist=[clsname])

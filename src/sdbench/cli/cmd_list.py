@@ -25,8 +25,8 @@ class Kind(str, Enum):
 def _table(headers: list[str], rows: list[list[str]]) -> None:
     typer.echo("| " + " | ".join(headers) + " |")
     typer.echo("|" + "|".join("---" for _ in headers) + "|")
-    for r in rows:
-        typer.echo("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |")
+    for r in rows:  # one line per row: a line break inside a cell would end the table
+        typer.echo("| " + " | ".join(" ".join(c.split()).replace("|", "\\|") for c in r) + " |")
 
 
 def _mhz(hz: float) -> str:
@@ -74,6 +74,28 @@ def _hosts() -> None:
     _table(["host", "driver", "CPU", "bus clock limit", "parameters", "description"], rows)
 
 
+def _capacity(nbytes: int) -> str:
+    """Capacity as printed on cards (decimal GB) with its SD capacity family, e.g. "64 GB (SDXC)"."""
+    if nbytes >= 10**9:
+        size = f"{nbytes / 1e9:.1f}".removesuffix(".0") + " GB"
+    else:
+        size = f"{nbytes / 1e6:.1f}".removesuffix(".0") + " MB"
+    # SD Physical Layer spec: SDSC up to 2 GB, SDHC up to 32 GB, SDXC up to 2 TB, SDUC up to 128 TB (CSD limits)
+    family = next(f for limit, f in ((2 << 30, "SDSC"), (32 << 30, "SDHC"), (2 << 40, "SDXC"), (None, "SDUC"))
+                  if limit is None or nbytes <= limit)
+    return f"{size} ({family})"
+
+
+def _markings(c: CardProfile) -> str:
+    """The speed class symbols and UHS bus printed on the card, as a table cell."""
+    marks = " ".join(c.speed_class.split())
+    if marks and c.uhs_bus:
+        return f"{marks}, {c.uhs_bus}"
+    if c.uhs_bus:
+        return f"{c.uhs_bus} (speed class not recorded)"
+    return marks or "not recorded"
+
+
 def _cards() -> None:
     from .. import profiles
 
@@ -81,10 +103,10 @@ def _cards() -> None:
     for name in profiles.shipped("cards"):
         c = profiles.load(CardProfile, "cards", name, what="card profile")
         hs = _mhz(c.high_speed_max_clock_hz) if c.high_speed_max_clock_hz else "-"
-        rows.append([name, f"{c.capacity_bytes / 1e9:.1f} GB", f"{c.au_bytes >> 20} MiB",
+        rows.append([name, _capacity(c.capacity_bytes), _markings(c), f"{c.au_bytes >> 20} MiB",
                      _mhz(c.default_speed_max_clock_hz), hs, _fitted("cards", name), c.description])
-    _table(["card", "capacity", "allocation unit", "default speed", "high speed", "parameters", "description"],
-           rows)
+    _table(["card", "capacity", "speed class", "allocation unit", "default speed", "high speed", "parameters",
+            "description"], rows)
 
 
 def _flash() -> None:
@@ -125,6 +147,6 @@ def register(app: typer.Typer) -> None:
     def list_cmd(kind: Kind = typer.Argument(..., help="What to list: protocols, filesystems, hosts, cards, "
                                                        "flash (chips), scenarios or sweeps.")) -> None:
         """List what sdbench can run, one line each (Markdown): protocols with where they run and what they
-        need, filesystems, host profiles with their bus clock limits, card profiles with capacity and clock
-        limits, flash chips, built-in scenarios and sweeps. Plugins appear here too."""
+        need, filesystems, host profiles with their bus clock limits, card profiles with capacity, speed
+        class markings and clock limits, flash chips, built-in scenarios and sweeps. Plugins appear here too."""
         _LISTERS[kind]()

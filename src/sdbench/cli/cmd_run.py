@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -108,15 +108,14 @@ def register(app: typer.Typer) -> None:
                                        f"it runs on: {', '.join(sorted(spec.media))}")
                 sd = {"media": "device", "path": device, "offset_bytes": offset, "size_bytes": size,
                       "direct": "off" if buffered else "auto"}
-                parts = tuple(p for p in sc.espidf.parts if p.startswith("sd_")) or ("sd_raw",)
-                sc = _replace(sc, sd=sd, flash={}, espidf=_replace(sc.espidf, parts=parts))
+                sc = _replace(sc, sd=sd, flash={}, options=_retarget(sc, spec, "device"))
                 sc.media_config("sd")
             elif directory:
                 if "dir" not in spec.media:
                     raise SdbenchError(f"protocol {sc.protocol} does not run in a directory (--dir); "
                                        f"it runs on: {', '.join(sorted(spec.media))}")
                 sc = _replace(sc, sd={}, flash={}, directory=directory, directory_drop_caches=drop_caches,
-                              espidf=_replace(sc.espidf, parts=("dir",)))
+                              options=_retarget(sc, spec, "dir"))
             # permission to write real media comes from these flags alone, never from the scenario's data
             loaded.append(_replace(sc, write_grant=grant))
         records = []
@@ -132,7 +131,7 @@ def register(app: typer.Typer) -> None:
                 if not quiet:
                     for w in rec.warnings:
                         typer.echo(f"warning: {w}", err=True)
-                print_run(rec, fmt or (OutFormat.espidf if sc.protocol == "espidf" else OutFormat.table))
+                print_run(rec, fmt or OutFormat(protocol(sc.protocol).default_format))
         finally:
             if store is not None:
                 store.close()
@@ -148,6 +147,11 @@ def register(app: typer.Typer) -> None:
         from .cmd_list import print_scenarios
 
         print_scenarios()
+
+
+def _retarget(sc: scen.Scenario, spec: Any, kind: str) -> dict[str, Any]:
+    """The scenario's protocol options once the command line has moved it onto media ``kind``."""
+    return {**sc.options, spec.table: spec.on_media(spec.config_of(sc), kind)}
 
 
 def _run_one(sc: scen.Scenario, store, *, progress: bool, quiet: bool) -> RunRecord:

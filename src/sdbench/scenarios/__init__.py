@@ -21,9 +21,7 @@ from ..fs.littlefs import LittleFsConfig
 from ..media.realtarget import NO_WRITES, WriteGrant
 from ..options import apply_overrides, from_mapping, is_shipped_name, parse_toml, read_toml_file, to_mapping
 from ..stack import MEDIA, Built, build
-from ..workloads.espidf import EspIdfConfig
-from ..workloads.p2 import P2Config
-from ..workloads.rawseq import RawSeqConfig
+from ..stack.bridge import SdBridgeConfig
 from ..workloads.registry import protocols
 
 DATA = resources.files("sdbench") / "data"
@@ -36,14 +34,12 @@ class Scenario:
     description: str = ""
     protocol: str = "espidf"
     seed: int = 1
-    espidf: EspIdfConfig = field(default_factory=EspIdfConfig)
-    p2: P2Config = field(default_factory=P2Config)
-    raw_seq: RawSeqConfig = field(default_factory=RawSeqConfig)
     sd: dict[str, Any] = field(default_factory=dict)
     flash: dict[str, Any] = field(default_factory=dict)
     sd_fat: FatConfig = field(default_factory=lambda: FatConfig(allocation_unit_bytes=65536, partition_start_lba=63))
     sd_littlefs: LittleFsConfig = field(default_factory=LittleFsConfig)
-    extra: dict[str, Any] = field(default_factory=dict)   # other protocols' tables, as written
+    #: every protocol table the scenario has, checked: table -> options (ProtocolSpec.config_of reads it)
+    options: dict[str, Any] = field(default_factory=dict)
     directory: str = ""   # a mounted directory for the 'dir' part (sdbench run --dir)
     directory_drop_caches: bool = False
     source_dir: Path | None = None
@@ -55,6 +51,7 @@ class Scenario:
         table = dict(getattr(self, section))
         kind = table.pop("media", None)
         table.pop("cache", None)  # [sd.cache]: a BlockCache around the device, see build()
+        table.pop("bridge", None)  # [sd.bridge]: a USB bridge in front of a simulated card
         for key in ("allow_write", "yes"):  # a file may describe real media, never grant writing them
             if key in table:
                 raise ConfigError(f"{section}.{key}: permission to write real media comes from the command line "
@@ -76,6 +73,11 @@ class Scenario:
         if host is not None and "cpu_hz" not in table:
             table = {**table, "cpu_hz": host.cpu_hz}
         return from_mapping(CacheConfig, table, "sd.cache")
+
+    def bridge_config(self) -> SdBridgeConfig | None:
+        """``[sd.bridge]`` as an SdBridgeConfig, or None."""
+        table = self.sd.get("bridge") if self.sd else None
+        return None if table is None else from_mapping(SdBridgeConfig, table, "sd.bridge")
 
     def clock_kind(self) -> str:
         kinds = {MEDIA[t["media"]].clock for t in (self.sd, self.flash) if t and t.get("media") in MEDIA}
@@ -183,27 +185,19 @@ def _from_data(data: dict[str, Any], src: Path | None) -> Scenario:
     # every protocol's table is checked, whichever protocol runs: a typo is refused before any work
     options = {t: spec.options(data[t]) for t, spec in tables.items() if t in data}
     kw: dict[str, Any] = {}
-    for table, field_name in _TYPED_TABLES.items():
-        if table in options:
-            kw[field_name] = options[table]
     if "sd_fat" in data:
         kw["sd_fat"] = from_mapping(FatConfig, _merge(to_mapping(Scenario("x").sd_fat), data["sd_fat"]), "sd_fat")
     if "sd_littlefs" in data:
         kw["sd_littlefs"] = from_mapping(LittleFsConfig, data["sd_littlefs"], "sd_littlefs")
     sc = Scenario(name=name, description=description, protocol=protocol, seed=seed, sd=data.get("sd", {}),
-                  flash=data.get("flash", {}), extra={t: data[t] for t in tables if t in data and t not in _TYPED_TABLES},
-                  source_dir=src, raw=data, **kw)
+                  flash=data.get("flash", {}), options=options, source_dir=src, raw=data, **kw)
     # validate media tables and the protocols' own tables now, so errors come before any work
     for section in ("sd", "flash"):
         if getattr(sc, section):
             sc.media_config(section)
     sc.cache_config()
+    sc.bridge_config()
     return sc
-
-
-#: protocol tables that Scenario holds as typed fields (the built-in protocols' own); the others stay in
-#: Scenario.extra as written, and their protocols read them with ProtocolSpec.config_of
-_TYPED_TABLES = {"espidf": "espidf", "p2": "p2", "raw": "raw_seq"}
 
 
 def describe_all() -> list[tuple[str, str]]:

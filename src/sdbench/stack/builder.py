@@ -1,7 +1,7 @@
 """The one stack builder: a scenario's description becomes devices, wrappers and filesystems on one clock.
 
 Real media and simulated cards come from :data:`sdbench.stack.media.MEDIA`;
-then the optional block cache ([sd.cache]); then the filesystem factories the
+then the optional USB bridge ([sd.bridge]) or block cache ([sd.cache]); then the filesystem factories the
 protocols call (FAT and LittleFS on the SD device, the flash target's parts, a
 mounted directory). Protocols receive the :class:`Built` stack and never build
 their own.
@@ -22,6 +22,7 @@ from ..fs.hostdir import open_directory
 from ..fs.littlefs import LittleFsFileSystem
 from ..media.base import BlockDevice, bottom
 from ..options import to_mapping
+from .bridge import build_bridge
 from .media import MEDIA
 from .sd import SimSdParts
 from .target import Target
@@ -37,6 +38,8 @@ class Built:
     devices: list[BlockDevice] = field(default_factory=list)
     #: what a protocol reports beyond its rows; run_scenario puts it into the run's metadata
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: what a protocol could not do on this stack and says so (run_scenario adds them to the run's warnings)
+    warnings: list[str] = field(default_factory=list)
     #: a simulated card's pieces ([sd] media = "sim"), for protocols that make cards of their own from them
     sd_parts: SimSdParts | None = None
     #: the [sd.cache] configuration (None: no cache)
@@ -89,6 +92,14 @@ def _build(sc: Any, devices: list[BlockDevice]) -> Built:
         sd_parts = meta.pop("parts", None)
         host = getattr(sd_dev, "host", None)
         cache_cfg = sc.cache_config(host)
+        bridge_cfg = sc.bridge_config()
+        if bridge_cfg is not None:
+            if cache_cfg is not None:
+                raise ConfigError("sd.cache with sd.bridge: a block cache behind a USB bridge is not modelled")
+            devices.pop().close()
+            sd_dev, meta["bridge"] = build_bridge(bridge_cfg, sd_parts, clock)
+            devices.append(sd_dev)
+            host = None  # the filesystem runs on the PC, not on the bridge's MCU
         if cache_cfg is not None:
             sd_dev = devices[-1] = BlockCache(sd_dev, cache_cfg)
         stack["sd"] = {**meta, "device": sd_dev.describe()}

@@ -117,7 +117,8 @@ def load_config(table: dict[str, Any]) -> FsTestsConfig:
 
 
 def config_of(sc: Any) -> FsTestsConfig:
-    return load_config(sc.extra.get("fs_tests", {}))
+    cfg = sc.options.get("fs_tests")  # checked when the scenario was loaded
+    return cfg if cfg is not None else load_config({})
 
 
 @dataclass(frozen=True)

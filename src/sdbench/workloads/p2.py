@@ -19,6 +19,12 @@ Metrics, each averaged over ``runs`` iterations:
 
 The filesystem is FAT32 through FatFs; the card is formatted and the test
 files are created before timing starts.
+
+On other stacks the metrics that exist there run: on an image or a device
+(no card power-up to time) Mount is the filesystem mount alone; in a mounted
+directory (:func:`run_dir`) File Open, File Read and File Write run on files
+of the directory, which are removed afterwards. What was left out, and why, is
+in the run's warnings.
 """
 from __future__ import annotations
 
@@ -83,8 +89,6 @@ def preflight(device: BlockDevice, cfg: P2Config, cluster_bytes: int | None = No
     """Refuse, before any I/O, what cannot fit: the raw tests on the card and the files on the FAT volume
     (``cluster_bytes`` and ``clusters`` for files of the volume the protocol formats).  ConfigError naming
     the option."""
-    if not hasattr(device, "initialise"):
-        raise ConfigError("the P2 protocol needs a simulated SD card (media = \"sim\")")
     g = device.geometry
     lba = raw_lba(device, cfg)
     if any(m.startswith("Raw") for m in cfg.metrics) and lba + RAW_SECTORS > g.sector_count:
@@ -100,9 +104,24 @@ def preflight(device: BlockDevice, cfg: P2Config, cluster_bytes: int | None = No
                               f"({clusters * cluster_bytes} B)")
 
 
-def run(device: BlockDevice, make_fs, cfg: P2Config, ctx: Context, *, seed: int = 1) -> Iterator[Row]:
-    """``device`` is the simulated card driver (it must offer ``initialise()``); ``make_fs`` builds FAT on it."""
+#: the metrics a mounted directory has (no card to initialise, no raw sectors)
+DIR_METRICS = ("File Open", "File Read", "File Write")
+
+
+def preflight_dir(cfg: P2Config) -> None:
+    """Refuse a directory run that would measure nothing (ConfigError naming the option)."""
+    if not any(m in DIR_METRICS for m in cfg.metrics):
+        raise ConfigError(f"p2.metrics: in a directory only {', '.join(DIR_METRICS)} run; none is selected")
+
+
+def run(device: BlockDevice, make_fs, cfg: P2Config, ctx: Context, warnings: list[str], *,
+        seed: int = 1) -> Iterator[Row]:
+    """``device`` is the card's block device; ``make_fs`` builds FAT on it. A simulated card (one that offers
+    ``initialise()``) has its power-up timed in Mount; on other devices Mount is the filesystem mount alone."""
     preflight(device, cfg)
+    init = getattr(device, "initialise", None)
+    if "Mount" in cfg.metrics and init is None:
+        warnings.append(f"p2 Mount: {device.kind} has no card power-up to time; Mount is the FAT mount alone")
     rng = random.Random(seed)
     want = set(cfg.metrics)
     fs: FileSystem = make_fs()
@@ -121,7 +140,8 @@ def run(device: BlockDevice, make_fs, cfg: P2Config, ctx: Context, *, seed: int 
         rt = ctx.row("Mount", "mount", 0, (device,), unit="ms")
 
         def mount() -> None:
-            device.initialise()  # type: ignore[attr-defined]
+            if init is not None:
+                init()
             fs.mount()
 
         for _ in range(cfg.runs):
@@ -162,9 +182,42 @@ def run(device: BlockDevice, make_fs, cfg: P2Config, ctx: Context, *, seed: int 
     fs.unmount()
 
 
-def _file_read(fs: FileSystem, device: BlockDevice, cfg: P2Config, ctx: Context) -> Row:
+def run_dir(fs: FileSystem, cfg: P2Config, ctx: Context, warnings: list[str], *, seed: int = 1) -> Iterator[Row]:
+    """The file metrics in a mounted directory ``fs``; its test files are removed afterwards."""
+    preflight_dir(cfg)
+    left = [m for m in cfg.metrics if m not in DIR_METRICS]
+    if left:
+        warnings.append(f"p2: {', '.join(left)} need a card or a block device; not run in a directory")
+    rng = random.Random(seed)
+    want = set(cfg.metrics)
+    names = ["/read.bin", "/write.bin"] + [f"/file{i}.txt" for i in range(cfg.open_files_in_root - 1)]
+    fs.mount()
+    try:
+        with fs.open("/read.bin", "w") as f:
+            f.write(rng.randbytes(cfg.file_read_bytes))
+        for name in names[2:]:
+            with fs.open(name, "w") as f:
+                f.write(b"x" * 100)
+        if "File Open" in want:
+            rt = ctx.row("File Open", "open", 0, (), unit="us", value_fn=lambda r: r.time_ms * 1000.0)
+            for _ in range(cfg.runs):
+                rt.time(lambda: fs.open("/read.bin", "r")).close()
+            yield rt.finish()
+        if "File Read" in want:
+            yield _file_read(fs, None, cfg, ctx)
+        if "File Write" in want:
+            yield _file_write(fs, None, cfg, ctx, rng)
+    finally:
+        for name in names:
+            if fs.exists(name):
+                fs.remove(name)
+        fs.unmount()
+
+
+def _file_read(fs: FileSystem, device: BlockDevice | None, cfg: P2Config, ctx: Context) -> Row:
     n = cfg.file_read_bytes
-    rt = ctx.row(f"File Read {n // KIB}KB", "read", n, (device,), unit="KiB/s", value_fn=kib_per_s(n))
+    devs = (device,) if device is not None else ()
+    rt = ctx.row(f"File Read {n // KIB}KB", "read", n, devs, unit="KiB/s", value_fn=kib_per_s(n))
     chunk = cfg.file_read_chunk_bytes
 
     def read_all() -> None:
@@ -178,10 +231,12 @@ def _file_read(fs: FileSystem, device: BlockDevice, cfg: P2Config, ctx: Context)
     return rt.finish()
 
 
-def _file_write(fs: FileSystem, device: BlockDevice, cfg: P2Config, ctx: Context, rng: random.Random) -> Row:
+def _file_write(fs: FileSystem, device: BlockDevice | None, cfg: P2Config, ctx: Context,
+                rng: random.Random) -> Row:
     """Delete (untimed), then create, write and close the file, timed."""
     n = cfg.file_write_bytes
-    rt = ctx.row(f"File Write {n // KIB}KB", "write", n, (device,), unit="KiB/s", value_fn=kib_per_s(n))
+    devs = (device,) if device is not None else ()
+    rt = ctx.row(f"File Write {n // KIB}KB", "write", n, devs, unit="KiB/s", value_fn=kib_per_s(n))
     data = rng.randbytes(n)
     chunk = cfg.file_write_chunk_bytes
 

@@ -12,7 +12,7 @@ point group: the entry point names a ProtocolSpec (docs/plugins.md).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import ConfigError
@@ -23,7 +23,7 @@ from ..records import Row
 from ..registry import Registry
 from ..runner import Context
 from ..stack.media import MEDIA
-from . import espidf, fstests, p2, rawseq, usbmsc
+from . import espidf, fioprotocol, fstests, p2, rawseq, usbmsc
 from .espidf import EspIdfConfig
 from .fstests import FsTestsConfig
 from .p2 import P2Config
@@ -62,6 +62,11 @@ class ProtocolSpec:
     summarise: Callable[[list[Row], Any], dict[str, Any]] | None = None
     #: table -> options, where reading the table takes more than the declarations (None: from_mapping)
     load_options: Callable[[dict[str, Any]], Any] | None = None
+    #: (options, media kind) -> options, when `sdbench run --device/--dir` moves a scenario onto other media
+    #: (e.g. ESP-IDF keeps only the parts that exist there); None: the options stay
+    retarget: Callable[[Any, str], Any] | None = None
+    #: the output `sdbench run` prints without -f: "table" (Markdown) or "espidf" (the example's printf lines)
+    default_format: str = "table"
 
     @property
     def runs_option(self) -> str:
@@ -76,7 +81,12 @@ class ProtocolSpec:
 
     def config_of(self, sc: Any) -> Any:
         """The protocol's options in scenario ``sc`` (defaults where it has no table)."""
-        return self.options(sc.raw.get(self.table, {}))
+        cfg = sc.options.get(self.table)
+        return cfg if cfg is not None else self.options({})
+
+    def on_media(self, cfg: Any, kind: str) -> Any:
+        """The protocol's options when the command line moves the scenario onto media ``kind``."""
+        return self.retarget(cfg, kind) if self.retarget is not None else cfg
 
 
 # ---- the built-in protocols ----------------------------------------------------------------------
@@ -105,12 +115,36 @@ def fs_capacity(sc: Any, b: Any) -> Callable[[str], int | None]:
     return capacity
 
 
+def _opts(sc: Any, table: str, cls: type) -> Any:
+    """Scenario ``sc``'s options of protocol table ``table`` (defaults where it has none)."""
+    cfg = sc.options.get(table)
+    return cfg if cfg is not None else cls()
+
+
+def _espidf_parts(cfg: EspIdfConfig, kind: str) -> EspIdfConfig:
+    """On a device the SD parts stay (raw alone if there were none); in a directory the 'dir' part runs."""
+    if kind == "dir":
+        return replace(cfg, parts=("dir",))
+    return replace(cfg, parts=tuple(p for p in cfg.parts if p.startswith("sd_")) or ("sd_raw",))
+
+
 def _preflight_p2(sc: Any, b: Any) -> None:
-    dev = _sd(sc, b)
-    if not hasattr(dev, "initialise"):
-        raise ConfigError("the P2 protocol needs a simulated SD card (media = \"sim\")")
+    cfg = _opts(sc, "p2", P2Config)
+    if b.target.sd_device is None:
+        if "dir" in b.target.fs_factories:
+            p2.preflight_dir(cfg)
+            return
+        raise ConfigError(f"scenario {sc.name}: protocol p2 needs an [sd] device or a directory")
+    dev = b.target.sd_device
     lay = plan_volume(dev.geometry, sc.sd_fat, where="sd_fat")
-    p2.preflight(dev, sc.p2, lay.cluster_bytes, lay.cluster_count - (1 if lay.fat_type == 32 else 0))
+    p2.preflight(dev, cfg, lay.cluster_bytes, lay.cluster_count - (1 if lay.fat_type == 32 else 0))
+
+
+def _run_p2(sc: Any, b: Any, ctx: Context) -> Iterator[Row]:
+    cfg = _opts(sc, "p2", P2Config)
+    if b.target.sd_device is None:
+        return p2.run_dir(b.target.make_fs("dir"), cfg, ctx, b.warnings, seed=sc.seed)
+    return p2.run(b.target.sd_device, lambda: b.target.make_fs("sd_fatfs"), cfg, ctx, b.warnings, seed=sc.seed)
 
 
 def _p2_summary(rows: list[Row], b: Any) -> dict[str, Any]:
@@ -118,24 +152,30 @@ def _p2_summary(rows: list[Row], b: Any) -> dict[str, Any]:
     return {"p2_summary": p2.summary(rows, float(bus.get("clock_hz", 25_000_000)))}
 
 
+def _raw_calls(sc: Any) -> int:
+    cfg = _opts(sc, "raw", RawSeqConfig)
+    return 2 * cfg.passes * (cfg.total_bytes // cfg.chunk_bytes)
+
+
 _BUILTIN = (
     ProtocolSpec(
         "espidf", "ESP-IDF storage perf_benchmark: raw, FAT, LittleFS, SPIFFS on SD and SPI flash",
         "espidf", EspIdfConfig, "runs", frozenset(MEDIA_KINDS), frozenset({"block", "filesystem"}),
-        run=lambda sc, b, ctx: espidf.run(b.target, sc.espidf, ctx, seed=sc.seed),
-        timed_calls=lambda sc: sc.espidf.timed_calls(),
-        preflight=lambda sc, b: espidf.preflight(b.target, sc.espidf, fs_capacity(sc, b))),
+        run=lambda sc, b, ctx: espidf.run(b.target, _opts(sc, "espidf", EspIdfConfig), ctx, seed=sc.seed),
+        timed_calls=lambda sc: _opts(sc, "espidf", EspIdfConfig).timed_calls(),
+        preflight=lambda sc, b: espidf.preflight(b.target, _opts(sc, "espidf", EspIdfConfig), fs_capacity(sc, b)),
+        retarget=_espidf_parts, default_format="espidf"),
     ProtocolSpec(
         "p2", "Propeller 2 SD benchmark: mount, open, raw and file reads and writes through a P2 SPI driver",
-        "p2", P2Config, "runs", frozenset({"sim"}), frozenset({"block", "filesystem", "sim-sd"}),
-        run=lambda sc, b, ctx: p2.run(_sd(sc, b), lambda: b.target.make_fs("sd_fatfs"), sc.p2, ctx, seed=sc.seed),
-        timed_calls=lambda sc: 8 * sc.p2.runs, preflight=_preflight_p2, summarise=_p2_summary),
+        "p2", P2Config, "runs", frozenset(MEDIA_KINDS) - {"sim-nor"}, frozenset({"block", "filesystem"}),
+        run=_run_p2, timed_calls=lambda sc: 8 * _opts(sc, "p2", P2Config).runs, preflight=_preflight_p2,
+        summarise=_p2_summary),
     ProtocolSpec(
         "raw", "sequential raw sectors: write then read a region in fixed-size requests",
         "raw", RawSeqConfig, "passes", frozenset({"sim", "memory", "image", "device"}), frozenset({"block"}),
-        run=lambda sc, b, ctx: rawseq.run(_sd(sc, b), sc.raw_seq, ctx, seed=sc.seed),
-        timed_calls=lambda sc: 2 * sc.raw_seq.passes * (sc.raw_seq.total_bytes // sc.raw_seq.chunk_bytes),
-        preflight=lambda sc, b: rawseq.preflight(_sd(sc, b), sc.raw_seq)),
+        run=lambda sc, b, ctx: rawseq.run(_sd(sc, b), _opts(sc, "raw", RawSeqConfig), ctx, seed=sc.seed),
+        timed_calls=_raw_calls,
+        preflight=lambda sc, b: rawseq.preflight(_sd(sc, b), _opts(sc, "raw", RawSeqConfig))),
     ProtocolSpec(
         "fs_tests", "MicroPython fs_tests: FAT and LittleFS over sdcard.py with block caches",
         "fs_tests", FsTestsConfig, "repeats", frozenset({"sim", "memory", "image", "device"}),
@@ -146,6 +186,12 @@ _BUILTIN = (
         "usbmsc", "USB mass-storage bridge: a PC's sector reads and writes through a board to its card",
         "usbmsc", UsbMscProtocolConfig, "passes", frozenset({"sim"}), frozenset({"block", "sim-sd"}),
         run=usbmsc.run, timed_calls=usbmsc.timed_calls, preflight=usbmsc.preflight),
+    ProtocolSpec(
+        "fio", "fio-like jobs and presets (CrystalDiskMark-style, A1 sniff test, SdFat bench): MB/s, IOPS, "
+               "latency percentiles", "fio", fioprotocol.FioProtocolConfig, "loops",
+        frozenset({"sim", "memory", "image", "device", "dir"}), frozenset({"block"}),
+        run=fioprotocol.run, timed_calls=fioprotocol.timed_calls, preflight=fioprotocol.preflight,
+        load_options=fioprotocol.load_options),
 )
 
 #: built-in protocols, then those of the ``sdbench.protocols`` entry point group

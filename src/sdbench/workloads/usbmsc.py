@@ -24,7 +24,7 @@ from ..clock import VirtualClock
 from ..errors import ConfigError, SdbenchError
 from ..media.base import BlockDevice, bottom
 from ..media.usbmsc import MODES, UsbMscBridge, UsbMscConfig
-from ..options import from_mapping, opt, to_mapping
+from ..options import opt, to_mapping
 from ..records import Row
 from ..runner import Context
 
@@ -57,7 +57,8 @@ class UsbMscProtocolConfig:
 
 
 def config_of(sc: Any) -> UsbMscProtocolConfig:
-    return from_mapping(UsbMscProtocolConfig, sc.extra.get("usbmsc", {}), "usbmsc")
+    cfg = sc.options.get("usbmsc")  # checked when the scenario was loaded
+    return cfg if cfg is not None else UsbMscProtocolConfig()
 
 
 def _modes(cfg: UsbMscProtocolConfig) -> list[str]:
@@ -88,6 +89,9 @@ def preflight(sc: Any, built: Any) -> None:
     dev = built.target.sd_device
     if built.sd_parts is None or dev is None:
         raise ConfigError(f"scenario {sc.name}: protocol usbmsc needs a simulated card ([sd] media = \"sim\")")
+    if "bridge" in built.stack.get("sd", {}):
+        raise ConfigError(f"scenario {sc.name}: protocol usbmsc puts a bridge of each mode in front of the card "
+                          f"itself; remove [sd.bridge]")
     g = dev.geometry  # the run's card is built from the same profile
     first, region = _regions(cfg, g.sector_count, g.sector_size)
     n = len(_modes(cfg))

@@ -35,12 +35,22 @@ MAX_TIME_US = 10_000_000.0
 MAX_TIME_MS = MAX_TIME_US / 1000.0
 #: SDUC, the largest SD capacity class: up to 128 TiB
 MAX_CAPACITY_BYTES = 128 << 40
+#: the speed class symbols an SD card may carry, by family: SD Speed Class (C), UHS Speed Class (U), Video Speed
+#: Class (V), Application Performance Class (A); informational only, no timing reads them
+SPEED_CLASS_MARKINGS = {"C": ("C2", "C4", "C6", "C10"), "U": ("U1", "U3"), "V": ("V6", "V10", "V30", "V60", "V90"),
+                        "A": ("A1", "A2")}
+#: the UHS bus interfaces a card may be marked with ("" = none or not recorded)
+UHS_BUSES = ("", "UHS-I", "UHS-II", "UHS-III")
 
 
 @dataclass(frozen=True)
 class CardProfile:
     name: str = opt("generic", help="card name")
     description: str = opt("", help="what card this is and where its figures come from")
+    speed_class: str = opt("", help="speed class symbols printed on the card (C2..C10, U1, U3, V6..V90, A1, A2), e.g. "
+                                    "\"C10 U3 V30 A2\"; \"\" = not recorded")
+    uhs_bus: str = opt("", help="UHS bus interface printed on the card as a Roman numeral: UHS-I, UHS-II or UHS-III; "
+                                "\"\" = none or not recorded")
     capacity_bytes: int = opt(16_000_000_000, unit="B", min=1 << 20, max=MAX_CAPACITY_BYTES,
                                help="user capacity, whole 512-byte sectors (SDUC cards reach 128 TiB)")
     read_access_us: float = opt(250.0, unit="µs", min=0, max=MAX_TIME_US, help="read command to first data block")
@@ -92,6 +102,11 @@ class CardProfile:
                                             "TRAN_SPEED 0x5A); 0 = the card has no High Speed mode")
 
     def __post_init__(self) -> None:
+        # informational fields (what is printed on the card): checked here, read by no timing model
+        _check_speed_class(self.speed_class)
+        if self.uhs_bus not in UHS_BUSES:
+            raise ValueError(f"uhs_bus = {_shown(self.uhs_bus)} is not one of {', '.join(UHS_BUSES[1:])} "
+                             f"(\"\" when none or not recorded)")
         # what the FTL model divides by or sizes with; ValueError so the option loader names the table
         if self.capacity_bytes % 512:
             raise ValueError(f"capacity_bytes = {self.capacity_bytes} B is not a whole number of 512-byte sectors")
@@ -112,6 +127,26 @@ class CardProfile:
         """The card's bus clock limit: in High Speed when the host switches to it and the card has it."""
         return self.high_speed_max_clock_hz if high_speed and self.high_speed_max_clock_hz else \
             self.default_speed_max_clock_hz
+
+
+def _shown(text: str) -> str:
+    """A user's text as an error line shows it: quoted, cut to a few characters."""
+    return repr(text) if len(text) <= 20 else repr(text[:17] + "...")
+
+
+def _check_speed_class(text: str) -> None:
+    """Each token of ``speed_class`` is a known marking, at most one per family (C, U, V, A)."""
+    known = [m for family in SPEED_CLASS_MARKINGS.values() for m in family]
+    seen: dict[str, str] = {}
+    for token in text.split():
+        family = next((f for f, marks in SPEED_CLASS_MARKINGS.items() if token in marks), None)
+        shown = _shown(token)
+        if family is None:
+            raise ValueError(f"speed_class: {shown} is not a speed class marking (known: {' '.join(known)})")
+        if family in seen:
+            raise ValueError(f"speed_class: {shown} and {seen[family]!r} are both {family} markings (a card carries "
+                             f"at most one of each family)")
+        seen[family] = token
 
 
 @dataclass

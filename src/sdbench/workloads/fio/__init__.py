@@ -1,4 +1,4 @@
-"""fio-like jobs on real media, and the presets users compare cards with.
+"""fio-like jobs on real and simulated media, and the presets users compare cards with.
 
 A job (:class:`JobConfig`) moves ``bs_bytes`` blocks over a region of a
 target -- a :class:`~sdbench.media.linux.LinuxBlockDevice` (raw device or
@@ -8,6 +8,13 @@ mounted directory) -- sequentially or in a random permutation, with
 ``preadv``/``pwritev``; the syscalls release the GIL, so the device sees that
 many concurrent requests).  The hot loop uses preallocated page-aligned
 buffers and preallocated iovec lists: no allocation per I/O.
+
+Any other :class:`~sdbench.media.base.BlockDevice` -- a simulated SD card on a
+virtual clock, a memory device, a cache or USB bridge around one -- runs the
+same jobs through its ``read``/``write``, one request at a time (a warning
+says so when ``iodepth`` > 1), every op timed on the device's clock.  Records
+then say ``clock = "virtual"``, ``source = "simulated"`` on a simulated
+device, and the same scenario and seed give the same record.
 
 Results are :class:`~sdbench.records.RunRecord` objects.  One row per job and
 direction: ``bytes`` = bytes moved in that direction over the whole job,
@@ -25,28 +32,35 @@ The modules, each depending only on those listed before it:
 
 - ``jobs``: :class:`JobConfig`, fio-style sizes, TOML job files;
 - ``verify``: CRC-32C, the block trailer, checking blocks read back;
-- ``target``: a device or directory target turned into a descriptor + region;
+- ``blockport``: a job's region on a generic BlockDevice, checked before any I/O; records' clock fields;
+- ``target``: a device or directory target turned into a descriptor + region (or a block port);
 - ``results``: per-loop figures, rows and their metadata;
+- ``plan``: block order, read/write mix and write buffers, the same for both engines;
+- ``blockengine``: the one-request-at-a-time loop on a generic BlockDevice and its verify;
 - ``engine``: the threaded I/O loop, :func:`run_job`, :func:`run_jobs`;
-- ``presets``: CrystalDiskMark-style, the A1 sniff test, SdFat's bench.
+- ``sdfat``: SdFat's bench;
+- ``presets``: CrystalDiskMark-style, the A1 sniff test (and SdFat's bench, re-exported).
 """
 from __future__ import annotations
 
 # Three private names stay reachable here as they were before the split:
 # _fill_random (used by the stream workload), _Engine and _update_py (tests).
+from .blockengine import BlockEngine, block_run_id
+from .blockport import BlockPort, clock_fields, open_block_port
 from .engine import _Engine, run_job, run_jobs
 from .jobs import RW_MODES, JobConfig, job_from_mapping, load_job_file, parse_size
-from .presets import (A1_RAND_READ_IOPS, A1_RAND_WRITE_IOPS, A1_SEQ_WRITE_KIB_S, CDM_TESTS, SDFAT_BUF_BYTES,
-                      SDFAT_FILE_BYTES, a1_jobs, run_a1, run_cdm, run_sdfat, sdfat_pattern)
+from .presets import A1_RAND_READ_IOPS, A1_RAND_WRITE_IOPS, A1_SEQ_WRITE_KIB_S, CDM_TESTS, a1_jobs, run_a1, run_cdm
+from .sdfat import SDFAT_BUF_BYTES, SDFAT_FILE_BYTES, run_sdfat, sdfat_pattern
 from .results import JobResult, LoopResult, job_rows, op_summary
 from .target import ProgressFn, Target, _fill_random, dir_file_name, lay_out_file
 from .verify import (TRAILER_BYTES, VERIFY_MAGIC, VerifyError, _update_py, check_blocks, crc32c, crc32c_rows,
                      stamp_block, verify_failures)
 
 __all__ = [
-    "A1_RAND_READ_IOPS", "A1_RAND_WRITE_IOPS", "A1_SEQ_WRITE_KIB_S", "CDM_TESTS", "JobConfig", "JobResult",
-    "LoopResult", "ProgressFn", "RW_MODES", "SDFAT_BUF_BYTES", "SDFAT_FILE_BYTES", "TRAILER_BYTES", "Target",
-    "VERIFY_MAGIC", "VerifyError", "a1_jobs", "check_blocks", "crc32c", "crc32c_rows", "dir_file_name",
-    "job_from_mapping", "job_rows", "lay_out_file", "load_job_file", "op_summary", "parse_size", "run_a1",
-    "run_cdm", "run_job", "run_jobs", "run_sdfat", "sdfat_pattern", "stamp_block", "verify_failures",
+    "A1_RAND_READ_IOPS", "A1_RAND_WRITE_IOPS", "A1_SEQ_WRITE_KIB_S", "BlockEngine", "BlockPort", "CDM_TESTS",
+    "JobConfig", "JobResult", "LoopResult", "ProgressFn", "RW_MODES", "SDFAT_BUF_BYTES", "SDFAT_FILE_BYTES",
+    "TRAILER_BYTES", "Target", "VERIFY_MAGIC", "VerifyError", "a1_jobs", "block_run_id", "check_blocks",
+    "clock_fields", "crc32c", "crc32c_rows", "dir_file_name", "job_from_mapping", "job_rows", "lay_out_file",
+    "load_job_file", "op_summary", "open_block_port", "parse_size", "run_a1", "run_cdm", "run_job", "run_jobs",
+    "run_sdfat", "sdfat_pattern", "stamp_block", "verify_failures",
 ]

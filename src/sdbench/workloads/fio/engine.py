@@ -1,4 +1,4 @@
-"""The I/O engine: ``iodepth`` threads each doing synchronous ``preadv``/``pwritev``.
+"""The I/O engine: ``iodepth`` threads each doing synchronous ``preadv``/``pwritev``; :func:`run_job`.
 
 The syscalls release the GIL, so the device sees that many concurrent
 requests.  The hot loop uses preallocated page-aligned buffers and
@@ -9,7 +9,6 @@ from __future__ import annotations
 import array
 import itertools
 import os
-import struct
 import sys
 import threading
 import time
@@ -24,7 +23,10 @@ from ...media.base import BlockDeviceError
 from ...media.linux import AlignedBuffer
 from ...options import to_mapping
 from ...records import MIB, Row, RunRecord
+from .blockengine import BlockEngine, block_run_id
+from .blockport import BlockPort, clock_fields
 from .jobs import JobConfig
+from .plan import SEQ_STAMP, block_order, op_kinds, pool_count, pool_seed
 from .results import JobResult, LoopResult, job_rows
 from .target import ProgressFn, Target, _fill_random, _open_port, _Port
 from .verify import TRAILER_BYTES, check_blocks, crc32c_rows, stamp_block
@@ -37,29 +39,20 @@ class _Worker:
     bufs: AlignedBuffer | None = None
 
 
-def _pool_count(bs: int) -> int:
-    # a few distinct buffers per thread, at most 1 MiB together so they stay in the CPU cache
-    # (fio also reuses one buffer); writes are made unique by a stamp, see _work
-    return max(1, min(8, MIB // bs))
-
-
-_SEQ_STAMP = struct.Struct("<QQ")  # run id, sequence: no two written blocks are identical (dedupe)
-
-
 class _Engine:
     def __init__(self, port: _Port, job: JobConfig, run_id: int) -> None:
         self.port, self.job, self.run_id = port, job, run_id
         bs = job.bs_bytes
         self.nblocks = port.length // bs
         # write buffers (several, so consecutive writes differ) + one read buffer, per thread
-        self.npool = _pool_count(bs) if job.writes else 0
+        self.npool = pool_count(bs) if job.writes else 0
         self.workers: list[_Worker] = []
         self.payload_crc: list[list[int]] = []
         self.written = bytearray(self.nblocks) if job.verify != "none" else None
         for t in range(job.iodepth):
             buf = AlignedBuffer(bs * (self.npool + 1))
             if job.writes:
-                _fill_random(buf, (job.seed * 1_000_003 + t) & 0xFFFFFFFF)
+                _fill_random(buf, pool_seed(job, t))
             if job.verify != "none":
                 mat = np.frombuffer(buf.view, dtype=np.uint8)[: self.npool * bs].reshape(self.npool, bs)
                 self.payload_crc.append([int(c) for c in crc32c_rows(mat[:, : bs - TRAILER_BYTES])])
@@ -72,19 +65,10 @@ class _Engine:
                 w.bufs.close()
 
     def _order(self, loop: int) -> Sequence[int]:
-        if not self.job.random:
-            return range(self.nblocks)
-        perm = np.random.default_rng([self.job.seed, loop, 0x0F10]).permutation(self.nblocks).astype(np.int64)
-        a = array.array("q")
-        a.frombytes(perm.tobytes())
-        return a
+        return block_order(self.job, self.nblocks, loop)
 
     def _kinds(self, loop: int) -> bytes:
-        job = self.job
-        if job.rw != "randrw":
-            return b"\x01" if job.reads else b"\x00"
-        rng = np.random.default_rng([job.seed, loop, 0x0F11])
-        return (rng.random(self.nblocks) * 100 < job.rwmixread).astype(np.uint8).tobytes()
+        return op_kinds(self.job, self.nblocks, loop)
 
     def run_loop(self, loop: int, progress: ProgressFn | None, label: str) -> LoopResult:
         job, port = self.job, self.port
@@ -154,7 +138,7 @@ class _Engine:
         written = self.written
         crcs = self.payload_crc[tid] if self.payload_crc else None
         run_id = self.run_id
-        stamp = _SEQ_STAMP.pack_into
+        stamp = SEQ_STAMP.pack_into
         off = base
         try:
             # the common cases get their own loops: fewer branches and lookups per I/O
@@ -276,10 +260,17 @@ class _Engine:
 
 def run_job(target: Target, job: JobConfig, *, progress: ProgressFn | None = None,
             before_verify: Callable[[], None] | None = None) -> JobResult:
-    """Run one job (all its loops) and, with verify, check what it wrote."""
+    """Run one job (all its loops) and, with verify, check what it wrote.
+
+    A LinuxBlockDevice or DirTarget runs on the threaded descriptor engine, any other BlockDevice on
+    :class:`~.blockengine.BlockEngine` (one request at a time, timed on the device's clock)."""
     port = _open_port(target, job)
-    run_id = int.from_bytes(os.urandom(8), "little") >> 1  # tells this run's blocks from stale ones
-    engine = _Engine(port, job, run_id)
+    engine: _Engine | BlockEngine
+    if isinstance(port, BlockPort):
+        engine = BlockEngine(port, job, block_run_id(port.dev, job))
+    else:
+        run_id = int.from_bytes(os.urandom(8), "little") >> 1  # tells this run's blocks from stale ones
+        engine = _Engine(port, job, run_id)
     try:
         loops = [engine.run_loop(i, progress, job.name) for i in range(job.loops)]
         verify = None
@@ -313,6 +304,6 @@ def run_jobs(target: Target, jobs: Sequence[JobConfig], *, scenario: str = "fio"
         meta["verify"] = verify
     if identity:
         meta["identity"] = identity
-    return RunRecord(scenario=scenario, stack=target.describe(), clock="wall", rows=tuple(rows),
-                     seed=jobs[0].seed if jobs else None, protocol="fio", source="measured", metadata=meta,
-                     warnings=tuple(warnings))
+    return RunRecord(scenario=scenario, stack=target.describe(), rows=tuple(rows),
+                     seed=jobs[0].seed if jobs else None, protocol="fio", metadata=meta,
+                     warnings=tuple(warnings), **clock_fields(target))

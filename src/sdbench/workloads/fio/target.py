@@ -3,6 +3,8 @@
 A job runs on a :class:`~sdbench.media.linux.LinuxBlockDevice` (raw device or
 image file) or a :class:`~sdbench.fs.hostdir.DirTarget` (a file in a
 mounted directory); :func:`_open_port` turns either into a :class:`_Port`.
+Any other :class:`~sdbench.media.base.BlockDevice` becomes a
+:class:`~.blockport.BlockPort` (its region, no descriptor).
 """
 from __future__ import annotations
 
@@ -13,12 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...errors import ConfigError, SdbenchError
-from ...media.base import ReadOnlyError
+from ...media.base import BlockDevice, ReadOnlyError
 from ...fs.hostdir import DirTarget
 from ...media.linux import AlignedBuffer, LinuxBlockDevice
+from .blockport import BlockPort, open_block_port
 from .jobs import JobConfig
 
-Target = LinuxBlockDevice | DirTarget
+#: LinuxBlockDevice and DirTarget run on descriptors; any other BlockDevice through its read/write
+Target = LinuxBlockDevice | DirTarget | BlockDevice
 #: progress callback: (what is running, fraction 0..1 of it)
 ProgressFn = Callable[[str, float], None]
 
@@ -83,7 +87,7 @@ def lay_out_file(target: DirTarget, path: str, size_bytes: int, seed: int = 0) -
         buf.close()
 
 
-def _open_port(target: Target, job: JobConfig) -> _Port:
+def _open_port(target: Target, job: JobConfig) -> _Port | BlockPort:
     bs = job.bs_bytes
     if isinstance(target, LinuxBlockDevice):
         if job.writes and target.read_only:
@@ -140,4 +144,6 @@ def _open_port(target: Target, job: JobConfig) -> _Port:
                 pass
         return _Port(fd, job.offset_bytes, size, direct, True, drop_dir, warnings)
 
-    raise SdbenchError(f"fio jobs run on a LinuxBlockDevice or a DirTarget, not on {type(target).__name__}")
+    if isinstance(target, BlockDevice):
+        return open_block_port(target, job)
+    raise SdbenchError(f"fio jobs run on a block device or a DirTarget, not on {type(target).__name__}")
