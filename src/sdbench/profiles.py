@@ -13,6 +13,24 @@ DATA = resources.files("sdbench") / "data"
 T = TypeVar("T")
 
 
+#: help of the ``fit_rel_sd`` field every fitted profile kind declares
+FIT_REL_SD_HELP = ("fitted fields -> relative standard deviation of the fit (σ / value, from its covariance); "
+                   "written by sdbench calibrate")
+
+
+def check_fit_rel_sd(profile: Any) -> None:
+    """``profile.fit_rel_sd`` names numeric fields of the profile, each with a finite σ/value >= 0 (ValueError)."""
+    from dataclasses import fields
+
+    numeric = {f.name for f in fields(profile) if isinstance(getattr(profile, f.name), (int, float))
+               and not isinstance(getattr(profile, f.name), bool)}
+    for name, sd in profile.fit_rel_sd.items():
+        if name not in numeric:
+            raise ValueError(f"fit_rel_sd: {name!r:.60} is not a numeric field of the profile")
+        if isinstance(sd, bool) or not isinstance(sd, (int, float)) or not 0 <= sd < 1e6:
+            raise ValueError(f"fit_rel_sd.{name} = {sd!r:.60} is not a relative standard deviation (0 <= x < 1e6)")
+
+
 def shipped(folder: str) -> list[str]:
     return sorted(p.name[:-5] for p in (DATA / folder).iterdir() if p.name.endswith(".toml"))
 

@@ -48,7 +48,7 @@ def _load_commands() -> None:
         return
     _loaded = True
     # simulated/run commands first in --help, then results, real media, sweeps; new modules after them
-    first = ["cmd_run", "cmd_sim", "cmd_store", "cmd_real", "cmd_sweep"]
+    first = ["cmd_run", "cmd_calibrate", "cmd_validate", "cmd_trace", "cmd_store", "cmd_real", "cmd_sweep"]
     rank = {n: i for i, n in enumerate(first)}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: (rank.get(m.name, len(first)), m.name)):
         if info.name.startswith("cmd_"):

@@ -28,6 +28,7 @@ import random
 from dataclasses import dataclass
 
 from ...options import opt
+from ...profiles import FIT_REL_SD_HELP, check_fit_rel_sd
 
 #: bound of time-like card figures: far beyond any SD timeout (write busy 250 ms SDHC / 500 ms SDXC), and far
 #: inside what the virtual clock's arithmetic holds
@@ -101,7 +102,10 @@ class CardProfile:
                                        help="highest bus clock in High Speed mode, after CMD6 (SD spec: 50 MHz, "
                                             "TRAN_SPEED 0x5A); 0 = the card has no High Speed mode")
 
+    fit_rel_sd: dict[str, float] = opt(factory=dict, help=FIT_REL_SD_HELP)
+
     def __post_init__(self) -> None:
+        check_fit_rel_sd(self)
         # informational fields (what is printed on the card): checked here, read by no timing model
         _check_speed_class(self.speed_class)
         if self.uhs_bus not in UHS_BUSES:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...options import opt
+from ...profiles import FIT_REL_SD_HELP, check_fit_rel_sd
 
 DRIVERS = ("sdmmc", "sdspi", "p2spi", "generic")
 #: bound of time-like profile values: longer than any SD or driver timeout by far, and well inside the floats
@@ -57,6 +58,11 @@ class HostProfile:
                                       "e.g. P2 smart pins); 0 = not tied to cpu_hz")
     high_speed: bool = opt(True, help="the driver switches the card to High Speed (CMD6) for clocks above its "
                                       "Default Speed limit (ESP-IDF's SDSPI does not)")
+
+    fit_rel_sd: dict[str, float] = opt(factory=dict, help=FIT_REL_SD_HELP)
+
+    def __post_init__(self) -> None:
+        check_fit_rel_sd(self)
 
     def cycles_ns(self, cycles: float) -> float:
         return cycles * 1e9 / self.cpu_hz

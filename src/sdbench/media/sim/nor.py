@@ -41,6 +41,7 @@ import numpy as np
 from ...clock import VirtualClock
 from ...errors import ConfigError, InternalError
 from ... import profiles
+from ...profiles import FIT_REL_SD_HELP, check_fit_rel_sd
 from ...options import opt, to_mapping
 from ..base import BlockDevice, BlockDeviceError, DeviceStats, Geometry
 
@@ -127,8 +128,13 @@ class FlashChipProfile:
                                       "clipped to maximum); 0 = always typical")
     endurance_cycles: int = opt(100_000, unit="erase cycles", min=1,
                                 help="rated erase cycles per sector, for the wear summary")
+    fit_rel_sd: dict[str, float] = opt(factory=dict, help=FIT_REL_SD_HELP)
 
     def __post_init__(self) -> None:
+        try:
+            check_fit_rel_sd(self)
+        except ValueError as e:
+            raise ConfigError(f"flash chip {self.name}: {e}") from None
         if self.capacity_bytes % BLOCK64_BYTES:
             raise ConfigError(f"flash chip {self.name}: capacity_bytes ({self.capacity_bytes}) is not a multiple "
                               f"of 64 KiB")
