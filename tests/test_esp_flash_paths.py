@@ -201,7 +201,8 @@ def raw_workload(chip: NorFlashChip, drv: Esp32FlashDriver) -> list[Any]:
     chip.cmd_page_program(drv.offset_bytes + 0x50000, b"\x00" * 32)
     attempt(drv.write, 0x50100, rnd.randbytes(600))
     chip.cmd_write_enable()
-    chip.cmd_page_program(drv.offset_bytes + 0x50400, b"\x00" * 32)
+    # an erase keeps the chip busy for milliseconds, longer than any host's per-call overhead
+    chip.cmd_sector_erase(drv.offset_bytes + 0x5F000)
     attempt(drv.read, 0x50000, 64)                   # a read while busy is refused, on both paths
     chip.wait_ready()
     attempt(drv.read, 0x50000, 64)

@@ -1,11 +1,21 @@
-"""Run a scenario's protocol over its built stack and make a RunRecord."""
+"""Run a scenario's protocol over its built stack and make a RunRecord.
+
+With ``ranges=True`` a simulated run's rows also get ``time_ms_range``: the
+10th-90th percentile over the card population or the fit's uncertainty
+(:mod:`sdbench.population` says which members and how the range is taken).
+The central run is the scenario as it is, in full; the members (and the
+central once more) run afterwards with their runs option reduced.
+"""
 from __future__ import annotations
 
 import datetime as _dt
 import platform
 from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
 
-from . import __version__
+from . import __version__, population
+from .errors import SdbenchError
 from .records import Row, RunRecord
 from .runner import Context, WallProgress
 from .scenarios import Scenario
@@ -26,7 +36,20 @@ def stability_warnings(rows: list[Row]) -> list[str]:
 
 def run_scenario(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
                  on_row: Callable[[Row], None] | None = None,
-                 on_built: Callable[[Built], None] | None = None) -> RunRecord:
+                 on_built: Callable[[Built], None] | None = None, ranges: bool = False) -> RunRecord:
+    """Run ``sc``; ``on_built`` is called once the stack is built and checked, ``on_row`` with each finished row
+    (without its range: ranges come once the whole run is done, in the returned record).
+
+    ``ranges``: give simulated rows ``time_ms_range`` and say in ``metadata["range"]`` what it spans or why
+    there is none (see :mod:`sdbench.population`); the central figures are the same either way.
+    """
+    rec = _run_once(sc, progress=progress, listeners=listeners, on_row=on_row, on_built=on_built)
+    return with_ranges(sc, rec) if ranges else rec
+
+
+def _run_once(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
+              on_row: Callable[[Row], None] | None = None,
+              on_built: Callable[[Built], None] | None = None) -> RunRecord:
     spec = protocol(sc.protocol)
     built = sc.build()
     try:
@@ -63,3 +86,74 @@ def run_scenario(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
     return RunRecord(scenario=sc.name, stack=built.stack, clock=built.clock.kind, rows=tuple(rows), seed=sc.seed,
                      protocol=sc.protocol, source="simulated" if simulated else "measured", metadata=meta,
                      warnings=tuple(warnings))
+
+
+def with_ranges(sc: Scenario, rec: RunRecord) -> RunRecord:
+    """``rec`` (the full run of ``sc``) with the range of each simulated row and ``metadata["range"]``.
+
+    The central figures stay as they are.  The central scenario and every member then run with the protocol's
+    runs option reduced (:func:`sdbench.population.budget`), and each row's range is the central figure times
+    the 10th and 90th percentile of member / central at those reduced runs (:func:`sdbench.population.ranges`).
+    A member that cannot run (a profile value the model refuses) is left out and named in the metadata.
+    """
+    lo_p, hi_p = population.PERCENTILES
+    pl = population.plan(sc, simulated=rec.clock == "virtual")
+    info: dict[str, Any] = {"method": pl.method, "percentiles": [lo_p, hi_p]}
+    if not pl.members:
+        info["reason"] = pl.reason
+        return replace(rec, metadata={**rec.metadata, "range": info})
+    spec = protocol(sc.protocol)
+    full_runs = population.runs_of(sc)
+    runs, k = population.budget(sc, len(pl.members))
+    band = population.PERCENTILES
+    if k < len(pl.members) // 2 and pl.extremes:
+        # too few draws for a percentile: a fit's two extremes, each field at its 10th or 90th percentile
+        members, band = pl.extremes, (0, 100)
+    else:
+        members = population.select(pl.members, k)
+    reduced = population.with_runs(sc, runs)
+    try:
+        central = rec.rows if runs == full_runs else _run_once(reduced).rows
+    except SdbenchError as e:
+        info.update(method="none", reason=f"the central scenario does not run with {spec.runs_option} = {runs}: {e}")
+        return replace(rec, metadata={**rec.metadata, "range": info})
+    member_rows: list[tuple[Row, ...]] = []
+    used: list[str] = []
+    failed: list[str] = []
+    for m in members:
+        try:
+            member_rows.append(_run_once(population.member_scenario(reduced, m)).rows)
+            used.append(m.name)
+        except SdbenchError as e:
+            failed.append(f"{m.name}: {e}")
+    warnings: list[str] = []
+    if failed:
+        info["failed"] = failed
+        warnings.append(f"range: {len(failed)} of {len(members)} members could not run and are left out "
+                        f"({failed[0]})")
+    if len(used) < 2:
+        info.update(method="none", reason=f"fewer than two of the {len(members)} members ran")
+        return replace(rec, warnings=(*rec.warnings, *warnings), metadata={**rec.metadata, "range": info})
+    got = population.ranges(rec.rows, central, member_rows, band)
+    info.update({"members": len(used), "runs": {"option": spec.runs_option, "central": full_runs, "members": runs},
+                 "rows": sum(r.time_ms_range is not None for r in got.rows)})
+    if len(members) < len(pl.members):
+        info["budget_limited"] = True  # fewer members than planned: the protocol's runs cannot be cut enough
+    if pl.method == "population":
+        info.update({"card": pl.card, "population": list(pl.population), "cards": used,
+                     "fields": list(pl.fields)})
+        warnings.insert(0, population.describe(pl, len(used), len(members)))
+        for side, word in (("optimistic", "faster"), ("pessimistic", "slower")):
+            labels = [label for label, s in got.outside.items() if s == side]
+            if labels:
+                warnings.append(f"card profile {pl.card} is more {side} than the population on {len(labels)} of "
+                                f"{len(got.rows)} rows ({word} than its {lo_p}–{hi_p} % band, e.g. "
+                                f"'{labels[0]}'): those ranges are widened to include it")
+    else:
+        info["draws"] = used
+        if band != population.PERCENTILES:
+            warnings.insert(0, population.describe(pl, len(used), len(members)))
+    if pl.varied:
+        info["fit_rel_sd"] = {name: dict(v) for name, v in pl.varied.items()}
+    return replace(rec, rows=got.rows, warnings=(*rec.warnings, *warnings),
+                   metadata={**rec.metadata, "range": info})

@@ -195,6 +195,9 @@ class Row:
     reported_bytes: int | None = None  # size a protocol prints (ESP-IDF's SD raw rows), if not `bytes`
     unit: str = "ms"              # figure a protocol reports: ms, us, KiB/s, KB/s (10^3), MB/s (10^6), MiB/s, IOPS
     value: float | None = None    # that figure (None: time_ms)
+    #: (low, high) of time_ms over the model's uncertainty, 10th-90th percentile (simulated rows; None: no range,
+    #: e.g. measured rows); see sdbench.population
+    time_ms_range: tuple[float, float] | None = None
 
     @property
     def kib_s(self) -> float:
@@ -207,7 +210,12 @@ class Row:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["samples_ms"] = list(self.samples_ms)
+        d["time_ms_range"] = None if self.time_ms_range is None else list(self.time_ms_range)
         return d
+
+    def with_range(self, low: float, high: float) -> "Row":
+        """This row with ``time_ms_range`` = (low, high)."""
+        return Row(**{**self.__dict__, "time_ms_range": (float(low), float(high))})
 
     #: fields a row document must have (the others have defaults)
     REQUIRED = ("label", "op", "bytes", "runs", "time_ms", "time_ms_median", "time_ms_min", "time_ms_max",
@@ -227,6 +235,8 @@ class Row:
         for key in ("counters", "breakdown_ms", "commands"):
             if isinstance(args.get(key), dict):
                 args[key] = dict(args[key])
+        if isinstance(args.get("time_ms_range"), list):
+            args["time_ms_range"] = tuple(args["time_ms_range"])
         row = cls(**args)
         check_row(row, path)
         return row
@@ -259,6 +269,7 @@ def check_row(row: Row, path: str = "row") -> None:
             raise RecordError(_join(path, name), f"{v!r} is outside time_ms_min..time_ms_max ({lo!r}..{hi!r})")
     if lo is not None and hi is not None and not _le(lo, hi):
         raise RecordError(_join(path, "time_ms_min"), f"{lo!r} is above time_ms_max {hi!r}")
+    _check_range(row.time_ms_range, mean, _join(path, "time_ms_range"))
     mib_s = _number(row.mib_s, _join(path, "mib_s"))
     if mib_s and (nbytes == 0 or mean == 0):
         raise RecordError(_join(path, "mib_s"), f"must be 0 when bytes or time_ms is 0, got {mib_s!r}")
@@ -274,6 +285,20 @@ def check_row(row: Row, path: str = "row") -> None:
                 _integer(v, _join(_join(path, key), k), 0)
             else:
                 _number(v, _join(_join(path, key), k), hi_v)
+
+
+def _check_range(rng: Any, mean: float, path: str) -> None:
+    """``time_ms_range``: null, or [low, high] with 0 <= low <= time_ms <= high <= MAX_TIME_MS."""
+    if rng is None:
+        return
+    if not isinstance(rng, (tuple, list)) or len(rng) != 2:
+        raise RecordError(path, f"expected null or [low, high] (two numbers), got {_shown(rng)}")
+    lo = _number(rng[0], f"{path}[0]", MAX_TIME_MS)
+    hi = _number(rng[1], f"{path}[1]", MAX_TIME_MS)
+    if not _le(lo, hi):
+        raise RecordError(path, f"low {lo!r} is above high {hi!r}")
+    if not (_le(lo, mean) and _le(mean, hi)):
+        raise RecordError(path, f"[{lo!r}, {hi!r}] does not include time_ms {mean!r}")
 
 
 def make_row(label: str, op: str, nbytes: int, samples_ns: list[int], *, counters: dict[str, int] | None = None,

@@ -4,10 +4,20 @@ from __future__ import annotations
 from .records import RunRecord
 
 
+def range_text(rng: tuple[float, float] | None, digits: int = 3) -> str:
+    """A row's range as ``lo–hi`` (en dash), or "" when it has none."""
+    return "" if rng is None else f"{rng[0]:.{digits}f}–{rng[1]:.{digits}f}"
+
+
 def markdown_table(rec: RunRecord) -> str:
+    """The rows as a Markdown table; a "range ms" column (10th–90th percentile of the mean time) follows
+    "mean ms" when a row has a range."""
     simulated = rec.clock == "virtual"
     figures = any(r.unit != "ms" for r in rec.rows)
+    ranged = any(r.time_ms_range is not None for r in rec.rows)
     head = ["label", "runs", "bytes", "mean ms", "median ms", "min ms", "max ms", "stdev ms", "MiB/s"]
+    if ranged:
+        head.insert(4, "range ms")
     if figures:
         head.insert(1, "figure")
     if simulated:
@@ -19,6 +29,8 @@ def markdown_table(rec: RunRecord) -> str:
     for r in rec.rows:
         cells = [r.label, str(r.runs), str(r.bytes), ms(r.time_ms), ms(r.time_ms_median), ms(r.time_ms_min),
                  ms(r.time_ms_max), ms(r.time_ms_stdev), f"{r.mib_s:.3f}"]
+        if ranged:
+            cells.insert(4, range_text(r.time_ms_range))
         if figures:
             unit = "µs" if r.unit == "us" else r.unit
             cells.insert(1, f"{r.reported_value:.4g} {unit}")

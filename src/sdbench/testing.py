@@ -17,7 +17,7 @@ import hashlib
 import random
 
 from .errors import FileSystemError
-from .fs.base import FileSystem
+from .fs.base import File, FileSystem, UnsupportedOperation
 from .media.base import AlignmentError, BlockDevice, OutOfRangeError
 
 
@@ -160,8 +160,29 @@ class BlockDeviceSuite:
         d.close()
 
 
+def _refused(call, *what: str) -> str:
+    """Run ``call``; it must raise FileSystemError (with each of ``what`` in the message): the message."""
+    try:
+        call()
+    except FileSystemError as e:
+        text = str(e)
+        for w in what:
+            assert w in text, f"{w!r} not in the error {text!r}"
+        return text
+    raise AssertionError(f"accepted: expected a FileSystemError naming {', '.join(what) or 'the cause'}")
+
+
+def _skip(reason: str) -> None:
+    import pytest  # a test dependency, only needed when a test skips
+
+    pytest.skip(reason)
+
+
 class FileSystemSuite:
-    """Data round trip with checksums, append, truncate-on-open, remove, remount."""
+    """Data round trip with checksums, append, truncate-on-open, remove, remount; the optional operations
+    (mkdir, rename, File.truncate, File.sync) where the filesystem supports them, else their clear refusal
+    (``<op> is not supported by <kind>``); mkdir is skipped where the kind declares no directories
+    (``has_directories = False``)."""
 
     def make_fs(self) -> FileSystem:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -283,4 +304,179 @@ class FileSystemSuite:
             f.write(data)
         with fs.open("/cycle.bin", "r") as f:
             assert f.read() == data
+        fs.unmount()
+
+    # ---- optional operations: mkdir, rename, truncate, sync ------------------------------------------------
+    def _unsupported(self, fs: FileSystem, op: str, call, f: File | None = None) -> None:
+        """``op`` is not supported here: calling it says so, naming the kind; the rest of the test is skipped."""
+        try:
+            call()
+        except UnsupportedOperation as e:
+            assert e.op == op and fs.kind in str(e), str(e)
+        else:
+            raise AssertionError(f"{fs.kind}: supports({op!r}) is False but {op} worked (set file_class to the "
+                                 f"File subclass that implements it)")
+        if f is not None:
+            f.close()
+        fs.unmount()
+        _skip(f"{fs.kind} does not support {op}")
+
+    def test_supports_names_the_primitives(self) -> None:
+        fs = self._fresh()
+        with fs.open("/s.bin", "w") as f:
+            for op in ("truncate", "sync"):
+                implemented = getattr(type(f), "_" + op) is not getattr(File, "_" + op)
+                assert fs.supports(op) == implemented, \
+                    f"{fs.kind}: supports({op!r}) is {fs.supports(op)}, its File does{'' if implemented else ' not'} " \
+                    f"implement _{op} (file_class names the File subclass)"
+        for op in ("mkdir", "rename"):
+            assert isinstance(fs.supports(op), bool)
+        try:
+            fs.supports("chmod")
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("supports() of an unknown operation did not raise ValueError")
+        fs.unmount()
+
+    def test_mkdir_makes_a_directory(self) -> None:
+        fs = self._fresh()
+        if not fs.has_directories:  # the kind declares none: mkdir is refused, naming the kind
+            _refused(lambda: fs.mkdir("/d"), "mkdir", fs.kind)
+            fs.unmount()
+            _skip(f"{fs.kind} has no directories (has_directories = False)")
+        if not fs.supports("mkdir"):
+            self._unsupported(fs, "mkdir", lambda: fs.mkdir("/d"))
+        fs.mkdir("/d")
+        assert fs.stat("/d").is_dir and "d" in fs.listdir("/")
+        assert fs.listdir("/d") == []
+        data = _pattern(3000, 21)
+        with fs.open("/d/x.bin", "w") as f:
+            f.write(data)
+        fs.mkdir("/d/sub")
+        assert fs.listdir("/d") == ["sub", "x.bin"]
+        _refused(lambda: fs.mkdir("/d"))                # exists
+        _refused(lambda: fs.mkdir("/d/x.bin"))          # exists, as a file
+        _refused(lambda: fs.mkdir("/"))
+        _refused(lambda: fs.mkdir("/missing/sub"))      # no parent
+        fs.unmount()
+        fs.mount()
+        assert fs.stat("/d/sub").is_dir
+        with fs.open("/d/x.bin", "r") as f:
+            assert f.read() == data
+        fs.remove("/d/sub")  # an empty directory
+        fs.remove("/d/x.bin")
+        fs.remove("/d")
+        assert not fs.exists("/d")
+        fs.unmount()
+
+    def test_rename_moves_and_replaces(self) -> None:
+        fs = self._fresh()
+        a, b = _pattern(5000, 31), _pattern(700, 32)
+        with fs.open("/a.bin", "w") as f:
+            f.write(a)
+        if not fs.supports("rename"):
+            self._unsupported(fs, "rename", lambda: fs.rename("/a.bin", "/b.bin"))
+        fs.rename("/a.bin", "/b.bin")
+        assert not fs.exists("/a.bin") and fs.listdir("/") == ["b.bin"]
+        with fs.open("/b.bin", "r") as f:
+            assert f.read() == a
+        fs.rename("/b.bin", "/b.bin")                  # the same name: nothing happens
+        assert fs.listdir("/") == ["b.bin"]
+        _refused(lambda: fs.rename("/nope.bin", "/c.bin"))
+        _refused(lambda: fs.rename("/nope.bin", "/nope.bin"))
+        with fs.open("/c.bin", "w") as f:
+            f.write(b)
+        fs.rename("/c.bin", "/b.bin")                  # onto an existing file: it is replaced
+        assert fs.listdir("/") == ["b.bin"] and fs.stat("/b.bin").size == len(b)
+        if fs.supports("mkdir"):
+            fs.mkdir("/d")
+            fs.rename("/b.bin", "/d/moved.bin")        # into a directory
+            assert fs.listdir("/") == ["d"] and fs.listdir("/d") == ["moved.bin"]
+            with fs.open("/e.bin", "w") as f:
+                f.write(b"e")
+            _refused(lambda: fs.rename("/e.bin", "/d"))   # a file never replaces a directory
+            _refused(lambda: fs.rename("/d", "/d/sub"))   # nor a directory moves into itself
+            fs.rename("/d", "/d2")                     # a directory with its files
+            assert fs.listdir("/d2") == ["moved.bin"]
+            final = "/d2/moved.bin"
+        else:
+            final = "/b.bin"
+        fs.unmount()
+        fs.mount()
+        with fs.open(final, "r") as f:
+            assert f.read() == b
+        fs.unmount()
+
+    def test_truncate_shortens_an_open_file(self) -> None:
+        fs = self._fresh()
+        n = self.big_file_bytes
+        data = _pattern(n, 41)
+        with fs.open("/t.bin", "w") as f:
+            f.write(data)
+        if not fs.supports("truncate"):
+            f = fs.open("/t.bin", "r+")
+            self._unsupported(fs, "truncate", lambda: f.truncate(10), f)
+        cuts = [n - 1, n * 2 // 3 + 17, n // 3, 4097, 1000, 1]
+        with fs.open("/t.bin", "r+") as f:
+            _refused(lambda: f.truncate(n + 1), "truncate", "shortens")   # never grows
+            _refused(lambda: f.truncate(-1))
+            f.truncate(n)                                # its own size: nothing to cut
+            f.seek(n // 2)
+            for size in cuts:
+                f.truncate(size)
+                assert f.tell() == min(n // 2, size), (size, f.tell())
+            f.seek(0)
+            assert f.read() == data[:1]
+        assert fs.stat("/t.bin").size == 1
+        with fs.open("/t.bin", "a") as f:                # a truncated file grows again by writing
+            f.write(data[1:5000])
+        with fs.open("/t.bin", "r") as f:
+            assert f.read() == data[:5000]
+            _refused(lambda: f.truncate(0), "read-only")
+        # small writes a cache may still hold are part of the file
+        with fs.open("/t.bin", "w") as f:
+            f.write(b"0123456789" * 10)
+            f.truncate(42)
+            f.write(b"!")
+        with fs.open("/t.bin", "r") as f:
+            assert f.read() == (b"0123456789" * 10)[:42] + b"!"
+        with fs.open("/t.bin", "r+") as f:
+            f.truncate(0)
+        assert fs.stat("/t.bin").size == 0
+        closed = fs.open("/t.bin", "r+")
+        closed.close()
+        _refused(lambda: closed.truncate(0), "closed")
+        fs.unmount()
+        fs.mount()
+        assert fs.stat("/t.bin").size == 0
+        with fs.open("/t.bin", "w") as f:                # the space is free again
+            f.write(data)
+        with fs.open("/t.bin", "r") as f:
+            assert f.read() == data
+        fs.unmount()
+
+    def test_sync_commits_an_open_file(self) -> None:
+        fs = self._fresh()
+        data = _pattern(20_000, 51)
+        f = fs.open("/s.bin", "w")
+        f.write(data[:10_000])
+        if not fs.supports("sync"):
+            self._unsupported(fs, "sync", f.sync, f)
+        f.sync()
+        assert fs.stat("/s.bin").size == 10_000        # the size is on the medium while the file is open
+        f.write(data[10_000:10_100])                  # a small write after the sync
+        f.sync()
+        f.sync()                                      # nothing new: still fine
+        assert fs.stat("/s.bin").size == 10_100
+        f.write(data[10_100:])
+        f.close()
+        _refused(f.sync, "closed")
+        with fs.open("/s.bin", "r") as r:
+            r.sync()                                  # a read-only file syncs too
+            assert r.read() == data
+        fs.unmount()
+        fs.mount()
+        with fs.open("/s.bin", "r") as r:
+            assert r.read() == data
         fs.unmount()

@@ -16,18 +16,51 @@ def register(app: typer.Typer) -> None:
     def calibrate_cmd(
         group: list[str] = typer.Argument(None, help="Fit groups to run (default: all). See --list."),
         data: Optional[Path] = typer.Option(None, "--data", help="Measurements CSV (default: the shipped copy)."),
-        output_dir: Path = typer.Option(Path("calibrated"), "--output-dir", "-o",
-                                        help="Where to write fitted profiles (cards/*.toml, hosts/*.toml). "
-                                             "The shipped ones come from -o src/sdbench/data."),
+        output: Optional[Path] = typer.Option(None, "--output-dir", "-o",
+                                              help="Fit groups: where to write fitted profiles (cards/*.toml, "
+                                                   "hosts/*.toml; default: calibrated). The shipped ones come from "
+                                                   "-o src/sdbench/data. With --from: the card profile to write "
+                                                   "(a .toml file)."),
         list_: bool = typer.Option(False, "--list", help="List fit groups and exit."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+        from_: Optional[Path] = typer.Option(None, "--from",
+                                             help="Calibrate a card from your own measurements: an ESP-IDF "
+                                                  "perf_benchmark log, SdFat bench output, fio JSON, sdbench "
+                                                  "results JSON or a CSV of row,value,unit[,runs] "
+                                                  "(docs/calibration.md)."),
+        setup: Optional[str] = typer.Option(None, "--setup",
+                                            help="With --from: the scenario the measurements were taken on (a "
+                                                 "shipped name or a scenario TOML file)."),
+        card: Optional[str] = typer.Option(None, "--card",
+                                           help="With --from: the card profile's name (default: the output "
+                                                "file's name without .toml)."),
+        capacity_bytes: Optional[int] = typer.Option(None, "--capacity-bytes", min=1 << 20,
+                                                     help="With --from: the card's capacity (default: the "
+                                                          "scenario's card's)."),
+        runs: Optional[int] = typer.Option(None, "--runs", min=1, max=100_000,
+                                           help="With --from: timed calls per row in the fit's runs (default: "
+                                                "the measured rows' runs, else the scenario's)."),
+        force: bool = typer.Option(False, "--force", help="With --from: replace an existing output file."),
     ) -> None:
         """Fit card and host parameters to the raw-level train rows (scipy least squares) and write profiles.
 
         Only physical parameters are fitted (µs, ms, cycles, bytes); the simulator is the
-        model, run for every trial.  Prints the residual of every row used.
+        model, run for every trial.  Prints the residual of every row used and writes each
+        fitted field's relative standard deviation (fit_rel_sd) into the profiles.
+
+        With --from FILE --setup SCENARIO -o CARD.toml: fit a card profile to your own
+        measurements, taken on SCENARIO; fields no measured row tells keep the median of
+        the shipped fitted cards.
         """
-        from ..calibrate import fit, groups, load_measurements, write_results
+        progress = None if quiet else (lambda s: typer.echo(s, err=True))
+        if from_ is not None or setup is not None:
+            _from_file(group, data, list_, from_, setup, output, card, capacity_bytes, runs, force, progress)
+            return
+        for flag, value in (("--card", card), ("--capacity-bytes", capacity_bytes), ("--runs", runs),
+                            ("--force", force or None)):
+            if value is not None:
+                raise SdbenchError(f"{flag} belongs to --from (calibrating a card from your measurements)")
+        from ..calibrate import fit, groups, load_measurements, sd_cells, write_results
 
         gs = groups()
         if list_:
@@ -36,6 +69,7 @@ def register(app: typer.Typer) -> None:
             for g in gs.values():
                 typer.echo(f"| {g.name} | {len(g.scenarios)} | {g.host} | {g.description} |")
             return
+        output_dir = output if output is not None else Path("calibrated")
         meas = load_measurements(data)
         for name in group or list(gs):
             if name not in gs:
@@ -43,7 +77,7 @@ def register(app: typer.Typer) -> None:
         for name in group or list(gs):
             if not quiet:
                 typer.echo(f"fitting {name} ...", err=True)
-            res = fit(name, meas, progress=None if quiet else (lambda s: typer.echo(s, err=True)))
+            res = fit(name, meas, progress=progress)
             paths = write_results(res, output_dir)
             typer.echo(f"### {name}: {res.evaluations} simulations, cost {res.cost:.4g}")
             typer.echo("")
@@ -52,7 +86,38 @@ def register(app: typer.Typer) -> None:
             for s, row, m, p in res.residuals:
                 typer.echo(f"| {s} | {row} | {m:g} | {p:.4g} | {(p - m) / m * 100:+.1f} % |")
             typer.echo("")
+            typer.echo("| field | of | value | σ / value | σ from |")
+            typer.echo("|---|---|---:|---:|---|")
+            for u in res.uncertainty:
+                sd, source = sd_cells(u)
+                typer.echo(f"| {u.name} | {u.target} | {u.value:.6g} | {sd} | {source} |")
+            typer.echo("")
             for p in paths:
                 typer.echo(f"wrote {p}")
             typer.echo("")
 
+
+def _from_file(group: list[str] | None, data: Path | None, list_: bool, from_: Path | None, setup: str | None,
+               output: Path | None, card: str | None, capacity_bytes: int | None, runs: int | None, force: bool,
+               progress) -> None:  # type: ignore[no-untyped-def]
+    """``sdbench calibrate --from FILE --setup SCENARIO -o CARD.toml``."""
+    if group or data is not None or list_:
+        what = "fit groups" if group else ("--data" if data is not None else "--list")
+        raise SdbenchError(f"--from calibrates one card from your file: {what} cannot go with it")
+    if from_ is None or setup is None:
+        raise SdbenchError("--from FILE needs --setup SCENARIO (the scenario the measurements were taken on), and "
+                           "--setup needs --from")
+    if output is None:
+        raise SdbenchError("--from needs -o CARD.toml: the card profile to write")
+    from ..usercal import calibrate_card, check_output, markdown, write
+
+    check_output(output, force)  # before the fit: a refusal costs nothing
+    name = card if card is not None else output.stem
+    if not name.strip():
+        raise SdbenchError("--card: the card's name must not be empty")
+    fit = calibrate_card(from_, setup, card=name, capacity_bytes=capacity_bytes, runs=runs, progress=progress)
+    path = write(fit, output, force)
+    for line in markdown(fit):
+        typer.echo(line)
+    typer.echo("")
+    typer.echo(f"wrote {path} (use it: sdbench run {setup} --set sd.card=\"{path}\")")

@@ -66,12 +66,15 @@ def _hosts() -> None:
         except ConfigError:  # the hosts folder holds SD hosts and ESP32 flash hosts
             f = profiles.load(EspFlashHostProfile, "hosts", name, what="host profile")
             limit = _mhz(f.max_flash_clock_hz) if f.max_flash_clock_hz else "-"
-            rows.append([name, "esp_flash (SPI NOR)", _mhz(f.cpu_hz), limit, _fitted("hosts", name), f.description])
+            rows.append([name, "esp_flash (SPI NOR)", _mhz(f.cpu_hz), limit, "-", _fitted("hosts", name),
+                         f.description])
             continue
         limits = [x for x in (h.max_bus_clock_hz, h.cpu_hz // h.min_clock_divider if h.min_clock_divider else 0) if x]
         limit = _mhz(min(limits)) if limits else "-"
-        rows.append([name, h.driver, _mhz(h.cpu_hz), limit, _fitted("hosts", name), h.description])
-    _table(["host", "driver", "CPU", "bus clock limit", "parameters", "description"], rows)
+        # the card's own limit follows from the mode the driver leaves it in (Default Speed: 25 MHz)
+        mode = "High Speed (CMD6)" if h.high_speed else "Default Speed"
+        rows.append([name, h.driver, _mhz(h.cpu_hz), limit, mode, _fitted("hosts", name), h.description])
+    _table(["host", "driver", "CPU", "bus clock limit", "card mode", "parameters", "description"], rows)
 
 
 def _capacity(nbytes: int) -> str:

@@ -13,37 +13,33 @@ from dataclasses import replace as _replace
 from .. import scenarios as scen
 from ..errors import RunFailedError, SdbenchError
 from ..protocols import run_scenario
-from ..workloads.registry import protocol
+from ..workloads.registry import PROTOCOLS, protocol, text_formats
 from ..records import Results, RunRecord
 from ..report_text import markdown_table
-from ..workloads.espidf import espidf_line
 from .grant import write_grant
 from ..output_files import check_writable_output, write_atomically
 
 
-class OutFormat(str, Enum):
-    espidf = "espidf"
-    table = "table"
-    json = "json"
+#: table, json, and every protocol's own text format (espidf, sdfat, ...) from the protocol registry
+OutFormat = Enum("OutFormat", {n: n for n in ("table", "json", *text_formats())}, type=str)  # type: ignore[misc]
 
 
-def print_run(rec: RunRecord, fmt: OutFormat) -> None:
-    if fmt is OutFormat.espidf:
-        for r in rec.rows:
-            typer.echo(espidf_line(r))
+def print_run(rec: RunRecord, fmt: Any) -> None:
+    renders = text_formats()
+    if fmt.value in renders:
+        typer.echo(renders[fmt.value](rec), nl=False)
     elif fmt is OutFormat.table:
         typer.echo(f"### {rec.scenario} ({'simulated, virtual clock' if rec.clock == 'virtual' else 'wall clock'})")
         typer.echo("")
         typer.echo(markdown_table(rec))
         typer.echo("")
-        summary = rec.metadata.get("p2_summary")
-        if summary:
+        spec = PROTOCOLS.all().get(rec.protocol or "")
+        lines = spec.summary_lines(rec) if spec is not None and spec.summary_lines is not None else []
+        if lines:
             typer.echo("| summary | value |")
             typer.echo("|---|---:|")
-            for k, v in summary.items():
-                shown = f"{v:.0f} KiB/s" if k.endswith("kib_s") else (f"{v * 100:.0f} %" if "efficiency" in k
-                                                                       else f"{v:.2f}x")
-                typer.echo(f"| {k.replace('_', ' ')} | {shown} |")
+            for k, v in lines:
+                typer.echo(f"| {k} | {v} |")
             typer.echo("")
 
 
@@ -56,9 +52,9 @@ def register(app: typer.Typer) -> None:
                                            help="Timed calls per row (overrides the scenario)."),
         seed: Optional[int] = typer.Option(None, "--seed", help="Seed for data and simulated card randomness."),
         fmt: Optional[OutFormat] = typer.Option(None, "--format", "-f",
-                                                help="espidf: the example's printf lines (default for the ESP-IDF "
-                                                     "protocol); table: a Markdown table (default otherwise); "
-                                                     "json: the results document on stdout."),
+                                                help="table: a Markdown table; json: the results document on "
+                                                     "stdout; espidf, sdfat: the mirrored tool's own output "
+                                                     "(default for its protocol)."),
         json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the results as JSON to FILE."),
         set_: list[str] = typer.Option([], "--set", help="Override a scenario field, e.g. "
                                                          "--set espidf.target_size_bytes=32768 (repeatable)."),
@@ -66,6 +62,9 @@ def register(app: typer.Typer) -> None:
         db: Optional[Path] = typer.Option(None, "--db", help="Results database (default: $SDBENCH_DB or the "
                                                               "per-user data directory)."),
         save: bool = typer.Option(True, "--save/--no-save", help="Save each run in the results database."),
+        no_range: bool = typer.Option(False, "--no-range", help="Skip the ranges of simulated rows (10th-90th "
+                                                                "percentile over the card population or the fit's "
+                                                                "uncertainty; about doubles a simulated run's time)."),
         device: Optional[str] = typer.Option(None, "--device", help="Run on a real block device or image file "
                                                                     "(wall clock) instead of the scenario's card."),
         directory: Optional[str] = typer.Option(None, "--dir", help="Run the file-level tests in a mounted "
@@ -85,7 +84,9 @@ def register(app: typer.Typer) -> None:
 
         Simulated scenarios run on a virtual clock and are deterministic: the same
         scenario and seed give the same output.  Times are mean ms per timed call;
-        kB = KiB and MB/s = MiB/s as in ESP-IDF's perf_benchmark.
+        kB = KiB and MB/s = MiB/s as in ESP-IDF's perf_benchmark.  A simulated row
+        also gets a range of its time (10th-90th percentile over the card population
+        or the calibration's uncertainty; see docs/results-format.md), unless --no-range.
         """
         if device and directory:
             raise SdbenchError("give --device or --dir, not both")
@@ -126,7 +127,8 @@ def register(app: typer.Typer) -> None:
             store = open_store(str(db) if db is not None else None)
         try:
             for sc in loaded:
-                rec = _run_one(sc, store, progress=not quiet and sys.stderr.isatty(), quiet=quiet)
+                rec = _run_one(sc, store, progress=not quiet and sys.stderr.isatty(), quiet=quiet,
+                               ranges=not no_range)
                 records.append(rec)
                 if not quiet:
                     for w in rec.warnings:
@@ -154,7 +156,7 @@ def _retarget(sc: scen.Scenario, spec: Any, kind: str) -> dict[str, Any]:
     return {**sc.options, spec.table: spec.on_media(spec.config_of(sc), kind)}
 
 
-def _run_one(sc: scen.Scenario, store, *, progress: bool, quiet: bool) -> RunRecord:
+def _run_one(sc: scen.Scenario, store, *, progress: bool, quiet: bool, ranges: bool = True) -> RunRecord:
     """Run one scenario; with a store, its row is written once the stack is built and each finished row is
     committed at once (a run killed part-way keeps what it measured). A run that fails after it began is
     stored as failed with the reason, and the command exits 1. Nothing is said before the stack is built and
@@ -172,7 +174,8 @@ def _run_one(sc: scen.Scenario, store, *, progress: bool, quiet: bool) -> RunRec
         began = True
 
     try:
-        rec = run_scenario(sc, progress=progress, on_built=begin,
+        # rows are stored as they finish; their ranges come at the end, with the record finish_run stores
+        rec = run_scenario(sc, progress=progress, on_built=begin, ranges=ranges,
                            on_row=(lambda row: store.add_row(rid, row)) if store is not None else None)
     except KeyboardInterrupt:
         _mark_failed(store, rid, "interrupted")

@@ -12,6 +12,26 @@ Open modes follow POSIX ``open`` flags as the benchmarks use them:
 buffer; filesystems that hand whole sectors straight from/to the user buffer
 (FatFs) pass the matching address down to the device so driver alignment rules
 apply, as on the real target.
+
+Operations a filesystem may lack (:data:`OPTIONAL_OPS`): ``mkdir``, ``rename``,
+``File.truncate`` and ``File.sync``.  Their primitives default to raising
+:class:`UnsupportedOperation` ("rename is not supported by flatfs");
+:meth:`FileSystem.supports` says beforehand which ones work.  A filesystem
+without directories sets ``has_directories = False``: its mkdir is refused.
+
+* ``mkdir(path)``: make one directory; the parent must exist, ``path`` must not
+  (FileSystemError).
+* ``rename(old, new)``: move a file or directory to a new path.  A file
+  ``old`` replaces an existing file ``new``, as POSIX rename(2) does (FatFs and
+  SPIFFS refuse the name, so theirs remove ``new`` first, as MicroPython's VFS
+  does for FAT); a file never replaces a directory nor a directory a file.
+  ``old == new`` does nothing (``old`` must exist).
+* ``File.truncate(size)``: shorten an open, writable file to ``size`` bytes.
+  Shrink only: a size beyond the end is a FileSystemError (FatFs' f_truncate
+  and SPIFFS cut at a point, they do not extend).  The position moves back to
+  ``size`` if it was beyond.
+* ``File.sync()``: commit the file's data and metadata to the medium (FatFs
+  f_sync, lfs_file_sync, SPIFFS_fflush, fsync(2)); the file stays open.
 """
 from __future__ import annotations
 
@@ -24,6 +44,16 @@ from ..media.base import BlockDevice
 
 MODES = ("r", "r+", "w", "a")
 SEEK_SET, SEEK_CUR, SEEK_END = 0, 1, 2
+#: operations a filesystem may lack (FileSystem.supports)
+OPTIONAL_OPS = ("mkdir", "rename", "truncate", "sync")
+
+
+class UnsupportedOperation(FileSystemError):
+    """The filesystem cannot do this operation at all (``<op> is not supported by <kind>``)."""
+
+    def __init__(self, op: str, kind: str, why: str = "") -> None:
+        self.op, self.kind = op, kind
+        super().__init__(f"{op} is not supported by {kind}" + (f": {why}" if why else ""))
 
 
 @dataclass(frozen=True)
@@ -57,10 +87,46 @@ class File(ABC):
     @abstractmethod
     def _close(self) -> None: ...
 
+    # ---- optional primitives (default: not supported) ------------------------------------------
+    def _truncate(self, size: int) -> None:
+        """Cut the file to ``size`` bytes (at most its size, checked); the position must end at most ``size``."""
+        raise UnsupportedOperation("truncate", self.fs.kind)
+
+    def _sync(self) -> None:
+        """Commit the file's data and metadata to the medium."""
+        raise UnsupportedOperation("sync", self.fs.kind)
+
+    def _file_size(self) -> int:
+        """The open file's size in bytes, writes so far included (default: stat of its path)."""
+        return self.fs.stat(self.path).size
+
+    # ---- public API -----------------------------------------------------------------------------
+    def truncate(self, size: int) -> None:
+        """Shorten the file to ``size`` bytes (shrink only; the module docstring has the rules)."""
+        self._need_open("truncate")
+        if self.mode == "r":
+            raise FileSystemError(f"truncate {self.path}: opened read-only")
+        if size < 0:
+            raise FileSystemError(f"truncate {self.path}: negative size {size}")
+        have = self._file_size()
+        if size > have:
+            raise FileSystemError(f"truncate {self.path} to {size} B: it holds {have} B (truncate only shortens "
+                                  f"a file)")
+        self._truncate(size)
+
+    def sync(self) -> None:
+        """Commit the file's data and metadata to the medium; the file stays open."""
+        self._need_open("sync")
+        self._sync()
+
     def close(self) -> None:
         if not self.closed:
             self._close()
             self.closed = True
+
+    def _need_open(self, what: str) -> None:
+        if self.closed:
+            raise FileSystemError(f"{what} {self.path}: file is closed")
 
     def __enter__(self) -> "File":
         return self
@@ -74,6 +140,10 @@ class FileSystem(ABC):
     underscore methods; the public ones check state and arguments."""
 
     kind = "filesystem"
+    #: False for flat filesystems (SPIFFS): mkdir is refused, names may hold "/"
+    has_directories = True
+    #: the File subclass ``_open`` returns: :meth:`supports` looks there for truncate and sync
+    file_class: type[File] = File
 
     def __init__(self, device: BlockDevice) -> None:
         self.device = device
@@ -100,6 +170,15 @@ class FileSystem(ABC):
 
     @abstractmethod
     def _listdir(self, path: str) -> list[str]: ...
+
+    # ---- optional primitives (default: not supported) ------------------------------------------
+    def _mkdir(self, path: str) -> None:
+        """Make directory ``path`` (not "/"); an existing ``path`` or a missing parent is a FileSystemError."""
+        raise UnsupportedOperation("mkdir", self.kind)
+
+    def _rename(self, old: str, new: str) -> None:
+        """Move ``old`` to ``new`` (different paths, ``new`` not inside ``old``), replacing a file ``new``."""
+        raise UnsupportedOperation("rename", self.kind)
 
     # ---- public API ---------------------------------------------------------------
     def format(self) -> None:
@@ -145,12 +224,50 @@ class FileSystem(ABC):
         self._need_mount()
         return sorted(self._listdir(normpath(path)))
 
+    def mkdir(self, path: str) -> None:
+        """Make one directory (its parent must exist, it must not)."""
+        self._need_mount()
+        path = normpath(path)
+        if not self.has_directories:
+            raise UnsupportedOperation("mkdir", self.kind, "it has no directories")
+        if path == "/":
+            raise FileSystemError(f"mkdir /: {self.kind}: / exists already")
+        self._mkdir(path)
+
+    def rename(self, old: str, new: str) -> None:
+        """Move a file or directory to a new path, replacing an existing file there (POSIX rename)."""
+        self._need_mount()
+        old, new = normpath(old), normpath(new)
+        if "/" in (old, new):
+            raise FileSystemError(f"rename {old} to {new}: the root cannot be renamed or replaced")
+        if old == new:
+            self.stat(old)  # POSIX: nothing to do, but it must exist
+            return
+        if new.startswith(old + "/"):
+            raise FileSystemError(f"rename {old} to {new}: cannot move a directory into itself")
+        self._rename(old, new)
+
+    def supports(self, op: str) -> bool:
+        """Whether optional operation ``op`` (one of :data:`OPTIONAL_OPS`) works here: its primitive is
+        overridden (truncate and sync: in :attr:`file_class`) and, for mkdir, the filesystem has directories."""
+        if op == "mkdir":
+            return self.has_directories and _overrides(type(self), FileSystem, "_mkdir")
+        if op == "rename":
+            return _overrides(type(self), FileSystem, "_rename")
+        if op in ("truncate", "sync"):
+            return _overrides(self.file_class, File, "_" + op)
+        raise ValueError(f"unknown operation {op!r} (one of {', '.join(OPTIONAL_OPS)})")
+
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind}
 
     def _need_mount(self) -> None:
         if not self.mounted:
             raise FileSystemError(f"{self.kind}: not mounted")
+
+
+def _overrides(cls: type, base: type, name: str) -> bool:
+    return getattr(cls, name) is not getattr(base, name)
 
 
 def normpath(path: str) -> str:

@@ -4,7 +4,9 @@ On a simulated target, a read()/write() call costs software time before and
 after any device I/O: the VFS dispatch, the filesystem's bookkeeping, and
 copies of partial sectors.  :class:`CostedFileSystem` charges that time on the
 stack's virtual clock (category ``host``) and otherwise passes every call
-through to the real filesystem code.
+through to the real filesystem code.  ``File.sync`` is charged one call like
+read/write (a VFS fsync); the other calls (stat, remove, listdir, mkdir,
+rename, truncate) are not charged.
 """
 from __future__ import annotations
 
@@ -34,15 +36,28 @@ class CostedFile(File):
     def tell(self) -> int:
         return self.inner.tell()
 
+    def _file_size(self) -> int:
+        return self.inner._file_size()
+
+    def _truncate(self, size: int) -> None:
+        self.inner.truncate(size)
+
+    def _sync(self) -> None:
+        self._fs.charge()
+        self.inner.sync()
+
     def _close(self) -> None:
         self.inner.close()
 
 
 class CostedFileSystem(FileSystem):
+    file_class = CostedFile
+
     def __init__(self, inner: FileSystem, clock: VirtualClock, call_ns: float, open_ns: float = 0.0) -> None:
         super().__init__(inner.device)
         self.inner, self.clock, self.call_ns, self.open_ns = inner, clock, call_ns, open_ns
         self.kind = inner.kind
+        self.has_directories = inner.has_directories
 
     def charge(self) -> None:
         self.clock.advance_ns(self.call_ns, "host")
@@ -68,6 +83,15 @@ class CostedFileSystem(FileSystem):
 
     def _listdir(self, path: str) -> list[str]:
         return self.inner.listdir(path)
+
+    def _mkdir(self, path: str) -> None:
+        self.inner.mkdir(path)
+
+    def _rename(self, old: str, new: str) -> None:
+        self.inner.rename(old, new)
+
+    def supports(self, op: str) -> bool:
+        return self.inner.supports(op)
 
     def describe(self) -> dict[str, Any]:
         d = self.inner.describe()

@@ -43,6 +43,7 @@ _FR_NAMES = {
     13: "no FAT volume", 14: "mkfs aborted", 15: "timeout", 16: "locked", 17: "not enough memory",
     18: "too many open files", 19: "invalid parameter",
 }
+_FR_EXIST = 8
 _FA_READ, _FA_WRITE, _FA_CREATE_ALWAYS, _FA_OPEN_ALWAYS = 0x01, 0x02, 0x08, 0x10
 _MODE_FLAGS = {
     "r": _FA_READ,
@@ -383,6 +384,24 @@ class FatFile(File):
     def tell(self) -> int:
         return self._pos
 
+    def _file_size(self) -> int:
+        return self._size
+
+    def _truncate(self, size: int) -> None:
+        """f_lseek to ``size`` + f_truncate (FatFs cuts at the file pointer), then back to the old position if it
+        is still inside the file; the freed clusters are discarded (FF_USE_TRIM), as after a remove."""
+        pos = self._pos
+        self._seek_raw(size)
+        self.fs._check(_ff.pyf_truncate(self._h), f"truncate {self.path}")
+        self._size = size
+        self.fs._trim_freed()
+        if pos < size:
+            self._seek_raw(pos)
+
+    def _sync(self) -> None:
+        """f_sync: write back the file's sector buffer and its directory entry (size, first cluster)."""
+        self.fs._check(_ff.pyf_sync(self._h), f"sync {self.path}")
+
     def _close(self) -> None:
         self.fs._check(_ff.pyf_close(self._h), f"close {self.path}")
         self.fs._open_files.discard(self)
@@ -391,6 +410,7 @@ class FatFile(File):
 
 class FatFileSystem(FileSystem):
     kind = "fat"
+    file_class = FatFile
 
     def __init__(self, device: BlockDevice, config: FatConfig = FatConfig(), *, where: str = "fat") -> None:
         super().__init__(device)
@@ -520,9 +540,20 @@ class FatFileSystem(FileSystem):
             _ff.pyf_closedir(d)
         return names
 
-    def mkdir(self, path: str) -> None:
-        self._need_mount()
+    def _mkdir(self, path: str) -> None:
         self._check(_ff.pyf_mkdir(self._p(path)), f"mkdir {path}")
+
+    def _rename(self, old: str, new: str) -> None:
+        """f_rename; where ``new`` is a file already (FR_EXIST), f_unlink it and f_rename again, as MicroPython's
+        VFS does (ESP-IDF's returns EEXIST)."""
+        ret = _ff.pyf_rename(self._p(old), self._p(new))
+        if ret == _FR_EXIST:
+            if self._stat(old).is_dir or self._stat(new).is_dir:
+                raise FileSystemError(f"rename {old} to {new}: {new} exists (a directory is never replaced, nor "
+                                      f"replaces a file)")
+            self._remove(new)
+            ret = _ff.pyf_rename(self._p(old), self._p(new))
+        self._check(ret, f"rename {old} to {new}")
 
     def describe(self) -> dict[str, Any]:
         d = {"kind": self.kind, "config": to_mapping(self.config)}

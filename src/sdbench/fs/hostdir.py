@@ -184,6 +184,21 @@ class DirFile(File):
         self._fs.counters["fsyncs"] += 1
         self.dirty = False
 
+    def _file_size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    def _truncate(self, size: int) -> None:
+        """ftruncate(2); the position moves back to ``size`` if it was beyond."""
+        try:
+            os.ftruncate(self._fd, size)
+        except OSError as e:
+            raise FileSystemError(f"truncate {self.path}: {e.strerror}") from None
+        self._pos = min(self._pos, size)
+
+    def _sync(self) -> None:
+        """fsync(2) of the file (data and metadata)."""
+        self.fsync()
+
     def _close(self) -> None:
         try:
             if self.writable and self._fs.fsync_on_close:
@@ -202,6 +217,7 @@ class DirTarget(FileSystem):
     """A mounted directory seen through the FileSystem interface."""
 
     kind = "dir"
+    file_class = DirFile
 
     def __init__(self, path: str | os.PathLike[str], *, direct: bool = True, drop_caches: bool = False,
                  fsync_on_close: bool = True) -> None:
@@ -382,13 +398,40 @@ class DirTarget(FileSystem):
             raise FileSystemError(f"{path} is not a directory") from None
         return [n for n in names if not n.startswith(PROBE_PREFIX)]
 
-    def mkdir(self, path: str) -> None:
+    def _mkdir(self, path: str) -> None:
         host = self.host_path(path)
         try:
             os.mkdir(host)
         except FileExistsError:
-            raise FileSystemError(f"{path} exists already") from None
+            raise FileSystemError(f"mkdir {path}: {path} exists already") from None
+        except FileNotFoundError:
+            raise FileSystemError(f"mkdir {path}: no such directory: {path.rsplit('/', 1)[0] or '/'}") from None
+        except OSError as e:
+            raise FileSystemError(f"mkdir {path}: {e.strerror}") from None
         self.created.add(host)
+
+    def _rename(self, old: str, new: str) -> None:
+        """rename(2); it replaces only what sdbench created here (a user's file at ``new`` is refused)."""
+        src, dst = self.host_path(old), self.host_path(new)
+        if os.path.lexists(dst):
+            if dst not in self.created:
+                raise FileSystemError(f"rename {old} to {new}: {new} exists and sdbench did not create it "
+                                      f"(only its own files are replaced)")
+            if os.path.isdir(dst) != os.path.isdir(src):
+                raise FileSystemError(f"rename {old} to {new}: {new} exists (a directory is never replaced, nor "
+                                      f"replaces a file)")
+        try:
+            os.rename(src, dst)
+        except FileNotFoundError:
+            raise FileSystemError(f"rename {old} to {new}: no such file: {old}") from None
+        except OSError as e:
+            raise FileSystemError(f"rename {old} to {new}: {e.strerror}") from None
+        # what sdbench created moves along (a directory with everything below it); what it replaced is gone
+        moved = [h for h in self.created if h == src or h.startswith(src + os.sep)]
+        self.created.discard(dst)
+        for host in moved:
+            self.created.discard(host)
+            self.created.add(dst + host[len(src):])
 
     # ---- extras ------------------------------------------------------------------------------
     def sync(self) -> None:

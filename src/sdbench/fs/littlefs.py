@@ -261,17 +261,35 @@ class LittleFsFile(File):
     def tell(self) -> int:
         return _lfs.file_tell(self.fs._fs, self._h)
 
+    def _file_size(self) -> int:
+        return _lfs.file_size(self.fs._fs, self._h)
+
+    def _truncate(self, size: int) -> None:
+        """lfs_file_truncate (it keeps the position, which may now lie past the end: moved back to ``size``)."""
+        with self.fs._errors(f"truncate {self.path}"):
+            _lfs.file_truncate(self.fs._fs, self._h, size)
+            if _lfs.file_tell(self.fs._fs, self._h) > size:
+                _lfs.file_seek(self.fs._fs, self._h, size, SEEK_SET)
+
+    def _sync(self) -> None:
+        """lfs_file_sync: write out the file's cache and commit its metadata."""
+        with self.fs._errors(f"sync {self.path}"):
+            _lfs.file_sync(self.fs._fs, self._h)
+
     def _close(self) -> None:
         with self.fs._errors(f"close {self.path}"):
             _lfs.file_close(self.fs._fs, self._h)
         self.fs._open_files.discard(self)
 
 
-_FLAGS = {"r": "r", "r+": "r+", "w": "w+", "a": "a+"}
+# as flags, not the binding's mode strings: its "a"/"a+" leave out LFS_O_CREAT, and "a" must create (fs/base.py)
+_F = _lfs.LFSFileFlag
+_FLAGS = {"r": _F.rdonly, "r+": _F.rdwr, "w": _F.rdwr | _F.creat | _F.trunc, "a": _F.rdwr | _F.creat | _F.append}
 
 
 class LittleFsFileSystem(FileSystem):
     kind = "littlefs"
+    file_class = LittleFsFile
     #: callbacks to the device; subclasses for devices with byte-level access replace it
     context_class: type[_Context] = _Context
     #: config fields that must be whole device sectors (one device op per littlefs request)
@@ -342,10 +360,14 @@ class LittleFsFileSystem(FileSystem):
                 _lfs.dir_close(self._fs, dh)
         return out
 
-    def mkdir(self, path: str) -> None:
-        self._need_mount()
+    def _mkdir(self, path: str) -> None:
         with self._errors(f"mkdir {path}"):
             _lfs.mkdir(self._fs, path)
+
+    def _rename(self, old: str, new: str) -> None:
+        """lfs_rename: replaces a file ``new`` (a directory only by a directory, and only when empty)."""
+        with self._errors(f"rename {old} to {new}"):
+            _lfs.rename(self._fs, old, new)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "littlefs_version": LFS_VERSION, "block_count": self.block_count,

@@ -2,7 +2,9 @@
 
 One line per measurement, ``[%-55s] (%dx) %8.3f ms %8.2f kB %10.3f MB/s``:
 label, runs, mean ms per call, size/1024 and size/mean in MiB/s (with
-CONFIG_EXAMPLE_USE_BYTES=n the size is printed in kb, i.e. size*8/1024).  Around
+CONFIG_EXAMPLE_USE_BYTES=n the size is printed in kb, i.e. size*8/1024).
+sdbench's own simulated lines may end in `` [lo–hi ms]``, the row's range,
+which becomes the row's ``time_ms_range``.  Around
 them: boot and ``I (ms) tag: ...`` log lines, which are ignored except for a
 few facts (target size, SD interface, FAT cluster size, IDF version), and the
 card information that ``sdmmc_card_print_info`` prints (Name, Type, Speed,
@@ -48,7 +50,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 ROW_RE = re.compile(
     r"\[(?P<label>[^\[\]]*+(?:\[\d++ kB label\][^\[\]]*+)?)\]\s*+\((?P<runs>\d++)x\)\s++"
     r"(?P<ms>-?[\d.]++|inf|nan)\s++ms\s++(?P<size>-?[\d.]++)\s++k(?P<unit>[Bb])\s++"
-    r"(?P<speed>-?[\d.]++|inf|-?nan)\s++M[Bb]/s\s*+$")
+    r"(?P<speed>-?[\d.]++|inf|-?nan)\s++M[Bb]/s"
+    # sdbench's own lines may end in the row's range, " [lo–hi ms]" (an en dash, or '-' once re-typed)
+    r"(?:\s++\[(?P<lo>-?[\d.]++|inf|nan)\s*+[\u2013-]\s*+(?P<hi>-?[\d.]++|inf|nan)\s++ms\])?+\s*+$")
 # a line with a row's head ("[label] (Nx)") whose figures do not parse: garbled or cut off
 # (the label bound keeps a long line of '[' without ']' from costing quadratic time)
 _ROW_HEAD = re.compile(r"\[[A-Za-z][^\]]{0,300}+\]\s*+\(\d++x\)")
@@ -117,6 +121,7 @@ class _Printed:
     time_ms: float
     size_kib: float       # printed size converted to KiB
     warnings: list[str] = field(default_factory=list)
+    time_ms_range: tuple[float, float] | None = None  # sdbench's " [lo–hi ms]" suffix, when the line has one
 
 
 @dataclass
@@ -219,7 +224,15 @@ def _row_from_match(m: re.Match[str], lineno: int, name: str, pending: list[str]
     # 0.000 ms is what the example prints below its 1 µs resolution: a real value, kept with a warning;
     # -0.000 is not something it prints
     t = to_float(ms, "mean time (ms)", at, hi=MAX_TIME_MS)
-    return _Printed(lineno, label, runs, t, size, list(pending))
+    rng = None
+    if m.group("lo") is not None:
+        lo = to_float(m.group("lo"), "range low (ms)", at, hi=MAX_TIME_MS)
+        hi = to_float(m.group("hi"), "range high (ms)", at, hi=MAX_TIME_MS)
+        if not lo <= t <= hi:
+            raise SdbenchError(f"{at}: the range [{m.group('lo')}–{m.group('hi')} ms] does not hold the mean time "
+                               f"{ms} ms")
+        rng = (lo, hi)
+    return _Printed(lineno, label, runs, t, size, list(pending), rng)
 
 
 def _card(lines: list[str], i: int, name: str) -> tuple[dict[str, Any], int]:
@@ -305,7 +318,8 @@ def _to_run(seg: _Segment, name: str, scenario: str | None) -> RunRecord:
         mib_s = (nbytes / MIB) / (p.time_ms / 1000.0) if nbytes and p.time_ms > 0 else 0.0
         rows.append(Row(label=label, op=op, bytes=nbytes, runs=p.runs, samples_ms=(), time_ms=p.time_ms,
                         time_ms_median=None, time_ms_min=None, time_ms_max=None,  # type: ignore[arg-type]
-                        time_ms_stdev=None, mib_s=mib_s, reported_bytes=reported))  # type: ignore[arg-type]
+                        time_ms_stdev=None, mib_s=mib_s, reported_bytes=reported,  # type: ignore[arg-type]
+                        time_ms_range=p.time_ms_range))
     _check_complete(rows, name, target)
     # with the example's own log lines present, every part must close after its results
     last = max(seg.last_row_line, seg.last_open_line)

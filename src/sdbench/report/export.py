@@ -12,7 +12,7 @@ from ..workloads.espidf import espidf_line
 FORMATS = ("json", "csv", "md", "espidf")
 CSV_COLUMNS = ("run", "scenario", "source", "clock", "label", "op", "bytes", "reported_bytes", "runs", "time_ms",
                "time_ms_median", "time_ms_min", "time_ms_max", "time_ms_stdev", "mib_s", "unit", "value",
-               "samples")
+               "samples", "time_ms_low", "time_ms_high")
 
 
 def export(runs: Sequence[tuple[int, RunRecord]], fmt: str, infos: Sequence[object] = ()) -> str:
@@ -28,7 +28,8 @@ def export(runs: Sequence[tuple[int, RunRecord]], fmt: str, infos: Sequence[obje
 
 
 def to_csv(runs: Sequence[tuple[int, RunRecord]]) -> str:
-    """One line per row; empty cells where a figure is unknown; ``samples`` = number of per-call samples."""
+    """One line per row; empty cells where a figure is unknown; ``samples`` = number of per-call samples;
+    ``time_ms_low``/``time_ms_high``: the row's range (empty without one)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
@@ -38,7 +39,8 @@ def to_csv(runs: Sequence[tuple[int, RunRecord]]) -> str:
                         "" if r.reported_bytes is None else r.reported_bytes, r.runs,
                         *("" if v is None else repr(float(v)) for v in (
                             r.time_ms, r.time_ms_median, r.time_ms_min, r.time_ms_max, r.time_ms_stdev, r.mib_s)),
-                        r.unit, "" if r.value is None else repr(float(r.value)), len(r.samples_ms)])
+                        r.unit, "" if r.value is None else repr(float(r.value)), len(r.samples_ms),
+                        *(("", "") if r.time_ms_range is None else (repr(float(v)) for v in r.time_ms_range))])
     return buf.getvalue()
 
 

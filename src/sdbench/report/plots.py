@@ -29,7 +29,8 @@ def _speed(row: Row) -> float | None:
 
 
 def bars(runs: Sequence[tuple[str, RunRecord]]) -> Figure | None:
-    """Per row label, one bar per run: MiB/s where the row moves data, else mean ms (right panel)."""
+    """Per row label, one bar per run: MiB/s where the row moves data, else mean ms (right panel); rows with a
+    range (simulated) carry an error bar from its low to its high end."""
     labels: dict[str, None] = {}
     for _, rec in runs:
         for r in rec.rows:
@@ -37,6 +38,7 @@ def bars(runs: Sequence[tuple[str, RunRecord]]) -> Figure | None:
     rate = [lbl for lbl in labels if any((row := _get(rec, lbl)) is not None and _speed(row) for _, rec in runs)]
     timed = [lbl for lbl in labels if lbl not in rate]
     panels = [(rate, "MiB/s", lambda r: _speed(r)), (timed, "mean time per call, ms", lambda r: r.time_ms)]
+    ranged = any(r.time_ms_range is not None for _, rec in runs for r in rec.rows)
     panels = [p for p in panels if p[0]]
     if not panels:
         return None
@@ -47,14 +49,18 @@ def bars(runs: Sequence[tuple[str, RunRecord]]) -> Figure | None:
     for ax, (lbls, xlabel, value) in zip(axes, panels):
         step = 1.0 / (n + 0.6)
         for i, (name, rec) in enumerate(runs):
-            ys, xs = [], []
+            ys, xs, errs = [], [], []
             for j, lbl in enumerate(lbls):
                 row = _get(rec, lbl)
                 v = value(row) if row is not None else None
                 if v is not None and math.isfinite(v):
                     ys.append(j + (i - (n - 1) / 2) * step)
                     xs.append(v)
-            ax.barh(ys, xs, height=step * 0.9, label=name)
+                    errs.append(_error(row, v, xlabel == "MiB/s"))  # type: ignore[arg-type]
+            # simulated rows with a range: error bars from the range's low to its high end
+            xerr = [[e[0] for e in errs], [e[1] for e in errs]] if ranged and xs else None
+            ax.barh(ys, xs, height=step * 0.9, label=name, xerr=xerr,
+                    error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "#333333"})
         ax.set_yticks(range(len(lbls)), labels=lbls, fontsize=7)
         ax.set_ylim(len(lbls) - 0.5, -0.5)
         shown = [v for _, rec in runs for lbl in lbls if (row := _get(rec, lbl)) is not None
@@ -68,6 +74,21 @@ def bars(runs: Sequence[tuple[str, RunRecord]]) -> Figure | None:
             ax.legend(fontsize=7, loc="lower right")
     fig.suptitle("Rows by run")
     return fig
+
+
+def _error(row: Row, v: float, rate: bool) -> tuple[float, float]:
+    """(below, above) ``v`` for an error bar over the row's range; (0, 0) without one.  A rate's range is the
+    time range turned over: the slow end of the time is the low end of the rate."""
+    rng = row.time_ms_range
+    if rng is None:
+        return 0.0, 0.0
+    lo, hi = rng
+    if not rate:
+        return max(v - lo, 0.0), max(hi - v, 0.0)
+    t = row.time_ms
+    slow = v * t / hi if hi > 0 else v
+    fast = v * t / lo if lo > 0 else v
+    return max(v - slow, 0.0), max(fast - v, 0.0)
 
 
 def _get(rec: RunRecord, label: str) -> Row | None:

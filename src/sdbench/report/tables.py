@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..compare import Comparison, Metric, cv
-from ..records import RunRecord
+from ..records import Row, RunRecord
 from ..store import StoredRun
 from ..store.api import device_of
 from .text import DASH, Table, num, pct
@@ -27,16 +27,25 @@ def runs_table(runs: Sequence[StoredRun]) -> Table:
     return t
 
 
+def range_cell(r: Row) -> str:
+    """A row's range of its mean time, ``lo–hi`` ms (10th–90th percentile), or a dash."""
+    rng = r.time_ms_range
+    return DASH if rng is None else f"{num(rng[0])}–{num(rng[1])}"
+
+
 def rows_table(rec: RunRecord, title: str = "") -> Table:
     cats = categories(rec)
-    head = ["label", "op", "bytes", "runs", "mean ms", "median ms", "min ms", "max ms", "CV", "MiB/s", "reported"]
+    ranged = any(r.time_ms_range is not None for r in rec.rows)
+    head = ["label", "op", "bytes", "runs", "mean ms", *(["range ms"] if ranged else []), "median ms", "min ms",
+            "max ms", "CV", "MiB/s", "reported"]
     head += [f"{c} ms" for c in cats]
-    t = Table(head, right=set(range(2, len(head))) - {10}, title=title)
+    t = Table(head, right=set(range(2, len(head))) - {head.index("reported")}, title=title)
     for r in rec.rows:
         reported = DASH if r.unit == "ms" and r.value is None else f"{num(r.reported_value, 2)} {r.unit}"
         size = str(r.bytes) if r.reported_bytes is None else f"{r.bytes} ({r.reported_bytes} printed)"
-        cells = [r.label, r.op, size, str(r.runs), num(r.time_ms), num(r.time_ms_median), num(r.time_ms_min),
-                 num(r.time_ms_max), pct(cv(r)), num(r.mib_s) if r.bytes else DASH, reported]
+        cells = [r.label, r.op, size, str(r.runs), num(r.time_ms), *([range_cell(r)] if ranged else []),
+                 num(r.time_ms_median), num(r.time_ms_min), num(r.time_ms_max), pct(cv(r)),
+                 num(r.mib_s) if r.bytes else DASH, reported]
         cells += [num(r.breakdown_ms.get(c)) for c in cats]
         t.add(cells)
     return t
@@ -90,7 +99,28 @@ def run_summary(rid: int | None, info: StoredRun | None, rec: RunRecord) -> list
     for k in ("imported_from", "created_utc", "sdbench_version"):
         if k in rec.metadata:
             out.append((k.replace("_", " "), str(rec.metadata[k])))
+    rng = range_summary(rec.metadata.get("range"))
+    if rng:
+        out.append(("range", rng))
     return out
+
+
+def range_summary(info: object) -> str:
+    """What a run's ranges span (its ``metadata["range"]``), in a line; "" when the run says nothing."""
+    if not isinstance(info, dict):
+        return ""
+    pct_ = info.get("percentiles")
+    band = f"{pct_[0]}–{pct_[1]} %" if isinstance(pct_, list) and len(pct_) == 2 else "10–90 %"
+    method = info.get("method")
+    runs = info.get("runs") if isinstance(info.get("runs"), dict) else {}
+    at = f", members at {runs['option']} = {runs['members']}" if "option" in runs and "members" in runs else ""
+    if method == "population":
+        return (f"{band} over {info.get('members', '?')} shipped fitted card profiles (the scenario's card "
+                f"{info.get('card', '?')} is uncalibrated){at}")
+    if method == "fit":
+        varied = info.get("fit_rel_sd") if isinstance(info.get("fit_rel_sd"), dict) else {}
+        return f"{band} over {info.get('members', '?')} draws from the fit uncertainty of {', '.join(varied)}{at}"
+    return f"none: {info.get('reason', 'not computed')}"
 
 
 def flatten(d: object, prefix: str = "") -> list[tuple[str, str]]:

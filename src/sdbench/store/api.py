@@ -163,7 +163,9 @@ class Store:
         self.path = path
         with self._reading():
             cols = db.columns(conn, "runs")
+            row_cols = db.columns(conn, "rows")
         self._checked = "digest" in cols      # schema 2 on: checksums and failure reasons
+        self._ranged = db.ROWS_RANGE_COLUMNS <= row_cols  # schema 3 on: row ranges in columns of their own
         reason = "r.status_reason" if self._checked else "''"
         digest = "r.digest" if self._checked else "NULL"
         self._info_sql = (
@@ -231,7 +233,9 @@ class Store:
 
         ``record``, when given, is the finished run: its scenario, stack, metadata,
         warnings etc. replace what :meth:`begin_run` stored, and its rows must be
-        the rows added (its ``status`` is not used: the run becomes complete).
+        the rows added (its ``status`` is not used: the run becomes complete),
+        except for their ``time_ms_range``: a simulated run's ranges come only
+        once the whole run is done, and the stored rows take them from here.
         Otherwise ``warnings`` are appended to the stored ones and ``metadata``
         keys merged into them.
         """
@@ -241,10 +245,15 @@ class Store:
             if record is not None:
                 stored = [_loads_or(r[0], None) for r in cur.execute(
                     "SELECT row_json FROM rows WHERE run_id = ? ORDER BY seq", (run_id,))]
-                if not isinstance(record, RunRecord) or stored != [r.to_dict() for r in record.rows]:
+                given = [r.to_dict() for r in record.rows] if isinstance(record, RunRecord) else None
+                # the rows were stored as they finished; their ranges come with the finished record
+                if given is None or [_without_range(d) for d in stored] != [_without_range(d) for d in given]:
                     n = len(record.rows) if isinstance(record, RunRecord) else 0
                     raise SdbenchError(f"run {run_id}: the finished record's {n} rows are not the "
                                        f"{len(stored)} rows stored")
+                for seq, (old_doc, row) in enumerate(zip(stored, record.rows)):
+                    if old_doc != given[seq]:
+                        self._update_row_range(cur, run_id, seq, row)
                 old_meta = doc.get("metadata", {})
                 doc = _record_json_doc(replace(record, rows=()))
                 if isinstance(doc["metadata"], dict) and isinstance(old_meta, dict):
@@ -383,13 +392,33 @@ class Store:
 
     def _insert_row(self, cur: sqlite3.Cursor, run_id: int, seq: int, row: Row) -> None:
         text = self._json(row.to_dict(), f"row {_label(row.label)}")
+        cols, values = "", ()
+        if self._ranged:
+            cols, values = ", time_ms_low, time_ms_high", _range_columns(row)
+        elif row.time_ms_range is not None:
+            raise SdbenchError(f"row {_label(row.label)} cannot be stored: the store's schema is older than row "
+                               "ranges (open it for writing to upgrade it)")
         try:
-            cur.execute("INSERT INTO rows (run_id, seq, label, op, bytes, runs, time_ms, mib_s, row_json, digest) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            cur.execute("INSERT INTO rows (run_id, seq, label, op, bytes, runs, time_ms, mib_s, row_json, digest"
+                        + cols + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?" + ", ?" * len(values) + ")",
                         (run_id, seq, row.label, row.op, row.bytes, row.runs, row.time_ms, row.mib_s, text,
-                         db.digest(run_id, seq, text)))
+                         db.digest(run_id, seq, text), *values))
         except (TypeError, ValueError, OverflowError) as e:
             raise SdbenchError(f"row {_label(row.label)} cannot be stored: {_one_line(e, 200)}") from None
+
+    def _update_row_range(self, cur: sqlite3.Cursor, run_id: int, seq: int, row: Row) -> None:
+        """Give a stored row the range its finished record has (all else in the row is the same)."""
+        try:
+            check_row(row, f"rows[{seq}]")
+        except RecordError as e:
+            raise SdbenchError(f"row {_label(getattr(row, 'label', None))} cannot be stored: {e}") from None
+        if not self._ranged:
+            raise SdbenchError(f"row {_label(row.label)} cannot be stored: the store's schema is older than row "
+                               "ranges (open it for writing to upgrade it)")
+        text = self._json(row.to_dict(), f"row {_label(row.label)}")
+        cur.execute("UPDATE rows SET row_json = ?, digest = ?, time_ms_low = ?, time_ms_high = ? "
+                    "WHERE run_id = ? AND seq = ?",
+                    (text, db.digest(run_id, seq, text), *_range_columns(row), run_id, seq))
 
     def _seal(self, cur: sqlite3.Cursor, run_id: int) -> None:
         """Store the checksum of the run as it now is (its columns and number of rows)."""
@@ -619,6 +648,18 @@ class Store:
             cur.execute("INSERT INTO sqlite_sequence (name, seq) SELECT 'runs', 0 "
                         "WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'runs')")
             cur.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'runs'", (high_water,))
+
+
+def _range_columns(row: Row) -> tuple[float | None, float | None]:
+    rng = row.time_ms_range
+    return (None, None) if rng is None else (float(rng[0]), float(rng[1]))
+
+
+def _without_range(doc: Any) -> Any:
+    """A stored row's JSON without its range (rows from before ranges have no such key)."""
+    if not isinstance(doc, dict):
+        return doc
+    return {k: v for k, v in doc.items() if k != "time_ms_range"}
 
 
 def _label(v: Any) -> str:

@@ -140,6 +140,11 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
         "CREATE INDEX runs_by_sweep ON runs(sweep_id) WHERE sweep_id IS NOT NULL",
         "CREATE INDEX rows_by_label ON rows(label)",
     )),
+    # a simulated row's range (records.Row.time_ms_range); rows stored before have none (NULL)
+    ("row ranges", (
+        "ALTER TABLE rows ADD COLUMN time_ms_low REAL",  # low end of the row's range, ms; NULL: no range
+        "ALTER TABLE rows ADD COLUMN time_ms_high REAL",  # high end, ms
+    )),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -151,6 +156,9 @@ RUNS_COLUMNS = {
                   "sweep_id", "host_json", "device_json", "sdbench_version", "record_json"}),
 }
 RUNS_COLUMNS[2] = RUNS_COLUMNS[1] | {"status_reason", "digest"}
+RUNS_COLUMNS[3] = RUNS_COLUMNS[2]
+#: the ``rows`` columns a schema version adds (a store of that version without them is refused as damaged)
+ROWS_RANGE_COLUMNS = frozenset({"time_ms_low", "time_ms_high"})
 
 #: the ``runs`` columns a run's checksum covers, in order (then the number of its rows)
 RUN_DIGEST_COLUMNS = ("id", "created_utc", "finished_utc", "status", "status_reason", "scenario", "protocol",
@@ -284,7 +292,8 @@ def _check_and_migrate(conn: sqlite3.Connection, path: Path, *, ours: bool, writ
     try:
         if version == 0 and tables:
             raise damaged(path, "tables without a schema version")
-        if existing and columns(conn, "runs") != RUNS_COLUMNS.get(version):
+        if existing and (columns(conn, "runs") != RUNS_COLUMNS.get(version)
+                         or (version >= 3 and not ROWS_RANGE_COLUMNS <= columns(conn, "rows"))):
             raise damaged(path, f"its tables do not match schema version {version}")
         if existing and (write or (upgrade and version < SCHEMA_VERSION)):
             # cheap structural check before anything is written to a store that holds runs

@@ -248,8 +248,12 @@ def _fs_test(fs: FileSystem, label: str, path: str, data: bytes, is_write: bool,
 
 
 def espidf_line(row: Row) -> str:
-    """One line in the example's printf format: ``[%-55s] (%dx) %8.3f ms %8.2f kB %10.3f MB/s``."""
+    """One line in the example's printf format: ``[%-55s] (%dx) %8.3f ms %8.2f kB %10.3f MB/s``, then
+    `` [%.3f–%.3f ms]`` when the row has a range (its time's 10th-90th percentile; the importer reads both)."""
     size = row.reported_bytes if row.reported_bytes is not None else row.bytes
     mean_ms = row.time_ms
     speed = (size / (mean_ms * 1000.0)) / (1024 * 1024) * 1e6 if mean_ms > 0 else 0.0
-    return "[%-55s] (%dx) %8.3f ms %8.2f kB %10.3f MB/s" % (row.label, row.runs, mean_ms, size / 1024, speed)
+    line = "[%-55s] (%dx) %8.3f ms %8.2f kB %10.3f MB/s" % (row.label, row.runs, mean_ms, size / 1024, speed)
+    if row.time_ms_range is not None:
+        line += " [%.3f\u2013%.3f ms]" % row.time_ms_range
+    return line

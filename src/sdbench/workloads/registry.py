@@ -28,7 +28,10 @@ from .espidf import EspIdfConfig
 from .fstests import FsTestsConfig
 from .p2 import P2Config
 from .rawseq import RawSeqConfig
+from . import sdfatbench
 from .usbmsc import UsbMscProtocolConfig
+from . import logger
+from . import fileworkload
 
 #: media kinds: the ``media`` key of a scenario's [sd] or [flash] table, and "dir" for a mounted directory
 MEDIA_KINDS = (*MEDIA, "dir")
@@ -65,8 +68,13 @@ class ProtocolSpec:
     #: (options, media kind) -> options, when `sdbench run --device/--dir` moves a scenario onto other media
     #: (e.g. ESP-IDF keeps only the parts that exist there); None: the options stay
     retarget: Callable[[Any, str], Any] | None = None
-    #: the output `sdbench run` prints without -f: "table" (Markdown) or "espidf" (the example's printf lines)
+    #: the output `sdbench run` prints without -f: "table" (Markdown), or the name of this protocol's own text
+    #: format (e.g. "espidf": the example's printf lines), which ``render`` makes
     default_format: str = "table"
+    #: record -> the text the mirrored tool prints (pastes next to a board's output), or None
+    render: Callable[[Any], str] | None = None
+    #: record -> (figure, value with unit) lines printed under the rows' table (e.g. the P2 summary), or None
+    summary_lines: Callable[[Any], list[tuple[str, str]]] | None = None
 
     @property
     def runs_option(self) -> str:
@@ -164,11 +172,13 @@ _BUILTIN = (
         run=lambda sc, b, ctx: espidf.run(b.target, _opts(sc, "espidf", EspIdfConfig), ctx, seed=sc.seed),
         timed_calls=lambda sc: _opts(sc, "espidf", EspIdfConfig).timed_calls(),
         preflight=lambda sc, b: espidf.preflight(b.target, _opts(sc, "espidf", EspIdfConfig), fs_capacity(sc, b)),
-        retarget=_espidf_parts, default_format="espidf"),
+        retarget=_espidf_parts, default_format="espidf",
+        render=lambda rec: "".join(espidf.espidf_line(r) + "\n" for r in rec.rows)),
     ProtocolSpec(
         "p2", "Propeller 2 SD benchmark: mount, open, raw and file reads and writes through a P2 SPI driver",
         "p2", P2Config, "runs", frozenset(MEDIA_KINDS) - {"sim-nor"}, frozenset({"block", "filesystem"}),
         run=_run_p2, timed_calls=lambda sc: 8 * _opts(sc, "p2", P2Config).runs, preflight=_preflight_p2,
+        summary_lines=p2.summary_lines,
         summarise=_p2_summary),
     ProtocolSpec(
         "raw", "sequential raw sectors: write then read a region in fixed-size requests",
@@ -192,6 +202,24 @@ _BUILTIN = (
         frozenset({"sim", "memory", "image", "device", "dir"}), frozenset({"block"}),
         run=fioprotocol.run, timed_calls=fioprotocol.timed_calls, preflight=fioprotocol.preflight,
         load_options=fioprotocol.load_options),
+    ProtocolSpec(
+        "sdfat-bench", "SdFat bench example: write and read passes of a FAT file in BUF_SIZE calls "
+                       "(KB/s, max/min/avg latency per call)", sdfatbench.TABLE, sdfatbench.SdFatBenchConfig,
+        "runs", frozenset({"sim", "memory", "image", "device", "dir"}), frozenset({"block", "filesystem"}),
+        run=sdfatbench.run, timed_calls=sdfatbench.timed_calls, preflight=sdfatbench.preflight,
+        default_format="sdfat", render=sdfatbench.sdfat_output),
+    ProtocolSpec(
+        "logger", "data logger: fixed-size records at a fixed rate appended to a file with periodic syncs; write "
+                  "and sync latency, stall causes, RAM buffer needed", "logger", logger.LoggerConfig, "runs",
+        frozenset(MEDIA_KINDS), frozenset({"filesystem"}), run=logger.run, timed_calls=logger.timed_calls,
+        preflight=lambda sc, b: logger.preflight(sc, b, fs_capacity(sc, b)), retarget=logger.retarget,
+        summary_lines=logger.summary_lines),
+    ProtocolSpec(
+        "workload", "file workloads written in TOML: format, mount, write, read, seek, sync, truncate, rename, "
+                    "delete, list steps; per-file latency percentiles", "workload", fileworkload.WorkloadConfig,
+        "repeat", frozenset(MEDIA_KINDS), frozenset({"filesystem"}), run=fileworkload.run,
+        timed_calls=fileworkload.timed_calls, preflight=lambda sc, b: fileworkload.preflight(sc, b, fs_capacity(sc, b)),
+        load_options=fileworkload.load_options, retarget=fileworkload.retarget),
 )
 
 #: built-in protocols, then those of the ``sdbench.protocols`` entry point group
@@ -201,6 +229,11 @@ PROTOCOLS: Registry[ProtocolSpec] = Registry("protocol", "sdbench.protocols", Pr
 def protocols() -> dict[str, ProtocolSpec]:
     """Every protocol, built-in first, then plugins."""
     return PROTOCOLS.all()
+
+
+def text_formats() -> dict[str, Callable[[Any], str]]:
+    """Format name -> renderer: the protocols' own text formats (``sdbench run -f NAME``)."""
+    return {p.default_format: p.render for p in protocols().values() if p.render is not None}
 
 
 def protocol(name: str) -> ProtocolSpec:

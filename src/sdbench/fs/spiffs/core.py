@@ -1336,6 +1336,48 @@ class SpiffsCore(GcMixin):
         # file, SPIFFS_remove still reports success and the descriptor stays taken until
         # unmount; so it does here.)
 
+    def rename(self, old: bytes, new: bytes) -> None:
+        """SPIFFS_rename: find the old name's index header and make sure the new name is free (both searches
+        from the cursor), open the object by page on a spare descriptor and rewrite its index header with the
+        new name (a page move); then the temporal descriptor cache follows the name."""
+        self._check_name(new)
+        self._check_name(old)
+        pix_old = self.find_by_name(old)
+        try:
+            self.find_by_name(new)
+        except SpiffsError as e:
+            if e.code != "NOT_FOUND":
+                raise
+        else:
+            raise SpiffsError("CONFLICTING_NAME", new.decode("utf-8", "replace"))
+        fd = self.fd_find_new(None)
+        try:
+            self.open_by_page(pix_old, fd, 0)
+            self.update_index_hdr(fd, fd.obj_id, fd.objix_hdr_pix, False, name=new)
+            if self.cfg.temporal_fd_cache:   # spiffs_fd_temporal_cache_rehash
+                h_old, h_new = self._hash(old), self._hash(new)
+                for other in self.fds:
+                    if other.score > 0 and other.name_hash == h_old:
+                        other.name_hash = h_new
+        finally:
+            if fd.file_nbr:
+                fd.file_nbr = 0   # spiffs_fd_return
+
+    def ftruncate(self, fh: int, new_size: int) -> None:
+        """SPIFFS_ftruncate (as ESP-IDF's SPIFFS builds it for truncate/ftruncate): flush the descriptor's write
+        cache, then spiffs_object_truncate down to ``new_size``; SPIFFS only shortens a file (a bigger size is
+        END_OF_OBJECT).  Data pages past the new end are deleted, the page holding it is copied without its
+        tail, emptied index pages are deleted and the index header gets the new size."""
+        fd = self.fd_get(fh)
+        if not fd.flags & O_WRONLY:
+            raise SpiffsError("NOT_WRITABLE")
+        self.fflush_cache(fh)
+        size = 0 if fd.size == UNDEFINED_LEN else fd.size
+        if new_size < 0 or new_size > size:
+            raise SpiffsError("END_OF_OBJECT", f"truncate to {new_size} B, the file holds {size} B (SPIFFS only "
+                                               f"shortens a file)")
+        self.object_truncate(fd, new_size, False)
+
     def stat_pix(self, pix: int) -> tuple[int, int, bytes, int, bytes]:
         """(size, type, name, obj_id, meta) of the object whose header is at ``pix``."""
         lay = self.lay

@@ -78,6 +78,23 @@ class SpiffsFile(File):
         self._check()
         self._fs.core.fflush_cache(self._fh)
 
+    def _file_size(self) -> int:
+        """The size after flushing the write cache (SPIFFS_fstat flushes first too)."""
+        self._check()
+        core = self._fs.core
+        core.fflush_cache(self._fh)
+        size = core.fds[self._fh - 1].size
+        return 0 if size == C.UNDEFINED_LEN else size
+
+    def _truncate(self, size: int) -> None:
+        """SPIFFS_ftruncate; every descriptor of the file past the new end moves back to it."""
+        self._check()
+        self._fs.core.ftruncate(self._fh, size)
+
+    def _sync(self) -> None:
+        """SPIFFS_fflush: SPIFFS writes data and size through to flash as it goes; only the write cache waits."""
+        self.flush()
+
     def update_meta(self, meta: bytes) -> None:
         """SPIFFS_fupdate_meta: store ``meta`` (meta_len bytes) in the index header."""
         self._check()
@@ -99,6 +116,8 @@ class SpiffsFileSystem(FileSystem):
     """
 
     kind = "spiffs"
+    has_directories = False
+    file_class = SpiffsFile
 
     def __init__(self, device: BlockDevice, config: SpiffsConfig | None = None, *, offset_bytes: int = 0,
                  size_bytes: int | None = None) -> None:
@@ -169,6 +188,18 @@ class SpiffsFileSystem(FileSystem):
 
     def _remove(self, path: str) -> None:
         self.core.remove(_name(path))
+
+    def _rename(self, old: str, new: str) -> None:
+        """SPIFFS_rename; an existing file ``new`` (CONFLICTING_NAME) is SPIFFS_remove'd first and the rename
+        tried again, so the name ends up on ``old``'s data as POSIX rename does."""
+        core = self.core
+        try:
+            core.rename(_name(old), _name(new))
+        except SpiffsError as e:
+            if e.code != "CONFLICTING_NAME":
+                raise
+            core.remove(_name(new))
+            core.rename(_name(old), _name(new))
 
     def _listdir(self, path: str) -> list[str]:
         # as ESP-IDF's readdir: names below ``path`` with the prefix stripped ("dir/b.bin" for "/")

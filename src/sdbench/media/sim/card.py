@@ -42,6 +42,8 @@ SPEED_CLASS_MARKINGS = {"C": ("C2", "C4", "C6", "C10"), "U": ("U1", "U3"), "V": 
                         "A": ("A1", "A2")}
 #: the UHS bus interfaces a card may be marked with ("" = none or not recorded)
 UHS_BUSES = ("", "UHS-I", "UHS-II", "UHS-III")
+#: CMD38 (ERASE) argument per kind of erase (SD Physical Layer spec 4.3.5)
+ERASE_ARGS = {"erase": 0, "discard": 1, "fule": 2}
 
 
 @dataclass(frozen=True)
@@ -89,9 +91,16 @@ class CardProfile:
                                    help="chance per write command of a background pause (seeded)")
     pause_median_ms: float = opt(50.0, unit="ms", min=0, max=MAX_TIME_MS, help="median length of a background pause")
     pause_sigma: float = opt(0.8, min=0.0, max=5.0, help="lognormal shape of pause lengths")
-    erase_busy_us: float = opt(250.0, unit="µs", min=0, max=MAX_TIME_US, help="busy per erase command (CMD38)")
+    erase_busy_us: float = opt(250.0, unit="µs", min=0, max=MAX_TIME_US,
+                               help="busy of an ERASE (CMD38 argument 0): the range is erased")
     erase_busy_per_sector_us: float = opt(0.05, unit="µs", min=0, max=MAX_TIME_US,
-                                          help="additional erase busy per sector")
+                                          help="additional ERASE busy per sector")
+    discard_busy_us: float = opt(250.0, unit="µs", min=0, max=MAX_TIME_US,
+                                 help="busy of a DISCARD (CMD38 argument 1): the range is only marked unused")
+    fule_busy_us: float = opt(250.0, unit="µs", min=0, max=MAX_TIME_US,
+                              help="busy of a FULE (CMD38 argument 2, full user area logical erase)")
+    discard_support: bool = opt(True, help="SD Status DISCARD_SUPPORT: the card takes DISCARD (else a driver "
+                                           "that prefers it sends ERASE)")
     init_ms: float = opt(250.0, unit="ms", min=0, max=MAX_TIME_MS,
                          help="power-up initialisation: ACMD41 loop until ready")
     erased_byte: int = opt(0, min=0, max=255, help="value read back after an erase (DATA_STAT_AFTER_ERASE)")
@@ -289,8 +298,12 @@ class CardModel:
                 elif st.pages:
                     st.pages.difference_update(gone)
 
-    def erase_busy_ns(self, count: int) -> float:
-        return (self.p.erase_busy_us + self.p.erase_busy_per_sector_us * count) * 1e3
+    def erase_busy_ns(self, count: int, kind: str = "erase") -> float:
+        """Busy after CMD38 of ``kind`` (ERASE_KINDS) over ``count`` sectors."""
+        p = self.p
+        if kind == "erase":
+            return (p.erase_busy_us + p.erase_busy_per_sector_us * count) * 1e3
+        return (p.discard_busy_us if kind == "discard" else p.fule_busy_us) * 1e3
 
     def init_ns(self) -> float:
         return self.p.init_ms * 1e6

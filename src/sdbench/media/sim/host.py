@@ -2,7 +2,8 @@
 
 Costs are in cycles at ``cpu_hz`` so a change of system clock is expressible
 (the P2 benchmark ran the same code at 350 and 250 MHz).  Profiles are data in
-``sdbench/data/hosts/*.toml``.
+``sdbench/data/hosts/*.toml``; docs/hosts.md lists the shipped hosts and where
+their figures come from.
 """
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ from dataclasses import dataclass
 from ...options import opt
 from ...profiles import FIT_REL_SD_HELP, check_fit_rel_sd
 
-DRIVERS = ("sdmmc", "sdspi", "p2spi", "generic")
+DRIVERS = ("sdmmc", "sdspi", "p2spi", "generic", "sdfat-spi", "sdio")
+#: sdfat-spi, sdio: which multi-block transfers stay open for the next request at the following LBA
+KEEP_OPEN = ("none", "writes", "all")
+#: sdio: how the host waits for the card's programming (and erase) busy
+BUSY_WAITS = ("cmd13", "dat0")
+#: what the host's disk glue does with a filesystem's trim request
+TRIM_COMMANDS = ("none", "discard", "erase")
 #: bound of time-like profile values: longer than any SD or driver timeout by far, and well inside the floats
 MAX_TIME_US = 10_000_000.0
 #: bound of per-byte software costs (a millisecond per byte even at 1 GHz)
@@ -23,8 +30,8 @@ class HostProfile:
     name: str = opt("generic", help="host name")
     description: str = opt("", help="board/MCU and driver")
     driver: str = opt("generic", choices=DRIVERS,
-                      help="sdmmc: ESP-IDF SDMMC host; sdspi: ESP-IDF SDSPI; p2spi: Propeller 2 smart-pin SPI; "
-                           "generic: one command per request")
+                      help="ESP-IDF sdmmc/sdspi; p2spi: P2 smart-pin SPI; sdfat-spi: SdFat SPI; sdio: MCU SD-mode host; "
+                           "generic: 1 command/request")
     cpu_hz: int = opt(240_000_000, unit="Hz", min=1_000_000, help="CPU clock the cycle counts run at")
     transaction_cycles: int = opt(6000, unit="cycles", min=0,
                                   help="software cost of one command transaction (set up, interrupt, wake-up)")
@@ -59,6 +66,21 @@ class HostProfile:
     high_speed: bool = opt(True, help="the driver switches the card to High Speed (CMD6) for clocks above its "
                                       "Default Speed limit (ESP-IDF's SDSPI does not)")
 
+    trim_command: str = opt("discard", choices=TRIM_COMMANDS,
+                            help="a filesystem trim becomes: none (refused), discard (DISCARD, else ERASE if the card "
+                                 "lacks it), erase")
+    # read only by the driver kinds sdfat-spi and sdio (their defaults leave every other kind as it was)
+    spi_byte_cycles: float = opt(0.0, unit="cycles", min=0, max=MAX_CYCLES_PER_BYTE,
+                                 help="sdfat-spi: CPU cost of one single-byte SPI transfer (command bytes, 0xFF polls, "
+                                      "tokens, CRC) beyond its 8 clocks")
+    keep_open: str = opt("none", choices=KEEP_OPEN,
+                         help="sdfat-spi, sdio: CMD18/CMD25 left open for the next request at the following LBA: none, "
+                              "writes (multi-block only), all")
+    busy_wait: str = opt("cmd13", choices=BUSY_WAITS,
+                         help="sdio: write and erase busy waited by CMD13 polled back to back (no RTOS ticks) or by "
+                              "watching DAT0")
+    status_before_transfer: bool = opt(False, help="sdio: one CMD13 before each CMD17/CMD18/CMD24/CMD25 (SdFat's Teensy "
+                                                   "SDIO driver)")
     fit_rel_sd: dict[str, float] = opt(factory=dict, help=FIT_REL_SD_HELP)
 
     def __post_init__(self) -> None:

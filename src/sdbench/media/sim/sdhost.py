@@ -16,9 +16,50 @@ It holds the card's data in a sparse store and prices every step:
 * ``p2spi`` (Propeller 2 smart-pin SPI): SPI mode with per-command, per-block
   and per-byte software costs in host cycles; CMD13 after every transfer.
 * ``generic``: one command per request, no alignment rules, configurable costs.
+* ``sdfat-spi`` (Bill Greiman's SdFat, ``SdSpiCard``): SPI mode, no CRC
+  (``USE_SD_CRC`` 0).  Every command first ends an open transfer
+  (``syncDevice``), then reads 0xFF bytes until the card is not busy
+  (``waitReady``; not before CMD0 and CMD12), then sends its 6 bytes.  With
+  ``keep_open = "all"`` (``DEDICATED_SPI``) a read is CMD18 and a write CMD25
+  even for one block, and the transfer stays open: the next request at the
+  following LBA only moves blocks (``DATA`` in the log, no command).  A read
+  block: 0xFF bytes until the start token, 512 bytes, 2 CRC bytes.  A write
+  block: 0xFF bytes until the previous block's busy ends, token, 512 bytes,
+  CRC, data response.  A read stream ends with CMD12, a write stream with
+  0xFF polling for the last block, the stop-tran token and CS high
+  (``STOP_TRAN`` in the log): the card's flush busy after it is polled by the
+  next command, not at the stop.  With ``keep_open = "none"`` (``SHARED_SPI``)
+  a single block is CMD17, or CMD24 followed by busy polling and CMD13
+  (``CHECK_FLASH_PROGRAMMING``); more blocks are CMD18 + CMD12 or CMD25 + stop
+  token.  Every single-byte SPI call costs ``spi_byte_cycles`` on top of its 8
+  clocks (command bytes, polls, tokens, CRC bytes); block data costs
+  ``block_cycles`` + ``byte_cycles`` per byte (a byte loop) or only
+  ``block_cycles`` (an array transfer or DMA).  Erase: CMD32, CMD33, CMD38 and
+  busy polled with 0xFF bytes; no CMD13.
+* ``sdio`` (an MCU's own SD-mode host, bare metal: STM32 HAL, SdFat on
+  Teensy, no-OS-FatFS PIO SDIO on RP2040): CMD17/CMD18 or CMD24/CMD25 sent by
+  the CPU (``transaction_cycles``), CMD12 sent by the CPU after multi-block
+  transfers, no RTOS ticks.  ``keep_open``: ``none`` = one command per
+  request; ``writes`` = a multi-block write leaves CMD25 open and the next
+  multi-block write at the following LBA continues it, single blocks are
+  CMD17/CMD24 (no-OS-FatFS); ``all`` = reads and writes of any size continue
+  an open CMD18/CMD25 (SdFat ``FIFO_SDIO``).  Any other request, an erase or a
+  sync first ends the open transfer with CMD12 (and, after writes, waits for
+  the card's busy).  ``busy_wait``: ``cmd13`` = CMD13 polled back to back
+  after every request until the card is ready (STM32 FatFs glue, also after
+  reads); ``dat0`` = the host watches DAT0 after a write's end (no command).
+  ``status_before_transfer`` adds one CMD13 before every data command (SdFat's
+  Teensy driver).  A buffer not aligned to ``dma_align_bytes`` is moved one
+  sector at a time with CMD17/CMD24 and a copy.
+
+The card model prices a write command's merges, flush busy and random pause
+at the end of the command; a CMD25 kept open over many requests is one write
+command, priced when it is stopped.
 
 Every command is counted on the clock and, when ``log_commands`` is set,
 recorded with its argument, bytes and duration for ``sdbench trace``.
+Blocks moved inside an open transfer (``DATA``) and the SPI stop-tran token
+(``STOP_TRAN``) are logged but not counted as commands.
 """
 from __future__ import annotations
 
@@ -32,10 +73,23 @@ from ...options import to_mapping
 from ..base import BlockDevice, Geometry
 from ..memory import MemoryDevice
 from .bus import SdBus
-from .card import CardModel, CardProfile
+from .card import ERASE_ARGS, CardModel, CardProfile
 from .host import HostProfile
 
 SECTOR = 512
+#: driver kinds that keep a multi-block transfer open between requests: their reads depend on the driver's
+#: state, so read costs are not cached
+STREAMING = ("sdfat-spi", "sdio")
+
+
+@dataclass
+class _Stream:
+    """An open CMD18 (``read``) or CMD25 (``write``) transfer of a streaming driver kind."""
+
+    kind: str
+    start_lba: int
+    next_lba: int
+    blocks: int = 0
 
 
 @dataclass(frozen=True)
@@ -77,10 +131,12 @@ class SdHostDriver(BlockDevice):
 
     def __init__(self, host: HostProfile, bus: SdBus, card: CardProfile, clock: VirtualClock, *, seed: int = 1,
                  log_commands: bool = False) -> None:
-        if host.driver in ("sdspi", "p2spi") and not bus.is_spi:
+        if host.driver in ("sdspi", "p2spi", "sdfat-spi") and not bus.is_spi:
             raise ConfigError(f"host driver {host.driver} needs bus.kind = \"spi\", not {bus.cfg.kind!r}")
         if host.driver == "sdmmc" and bus.is_spi:
             raise ConfigError("host driver sdmmc drives SD mode (sd1/sd4), not SPI; use sdspi")
+        if host.driver == "sdio" and bus.is_spi:
+            raise ConfigError("host driver sdio drives SD mode (sd1/sd4), not SPI; use sdfat-spi")
         check_bus_clock(host, bus, card)
         geometry = Geometry(sector_size=SECTOR, sector_count=card.capacity_bytes // SECTOR,
                             erase_value=card.erased_byte)
@@ -93,7 +149,14 @@ class SdHostDriver(BlockDevice):
         self.driver = host.driver
         # reads cost the same wherever they happen (no busy, no tick waits): their cost is recorded once
         # by running the command-level path on a scratch clock, then applied in one step
-        self._read_costs: dict[tuple[int, bool], Any] = {}
+        self._read_costs: dict[tuple[int, bool, bool], Any] = {}
+        # set for the duration of read_multi/write_multi: multi-block commands even for one block
+        self._multi = False
+        # streaming kinds (STREAMING): the open CMD18/CMD25, if any
+        self._stream: _Stream | None = None
+        # sdfat-spi: the card is busy until this time (the next command polls it out); the SPI is selected
+        self._ready_at_ns = 0.0
+        self._spi_active = False
 
     # ---- time helpers -------------------------------------------------------------
     def _spend(self, ns: float, category: str) -> None:
@@ -105,6 +168,10 @@ class SdHostDriver(BlockDevice):
 
     def _event(self, t0: int, name: str, arg: int, nbytes: int = 0, repeat: int = 1) -> None:
         self.vclock.count_command(name, repeat)
+        self._log_only(t0, name, arg, nbytes, repeat)
+
+    def _log_only(self, t0: int, name: str, arg: int, nbytes: int = 0, repeat: int = 1) -> None:
+        """Log without counting a command: blocks of an open transfer (DATA), the SPI stop-tran token."""
         if self.log is not None:
             self.log.append(CommandEvent(t0, name, arg, nbytes, self.vclock.now_ns() - t0, repeat))
 
@@ -176,11 +243,30 @@ class SdHostDriver(BlockDevice):
             cycles += h.copy_cycles_per_byte * nbytes
         self._sw(cycles)
 
+    # ---- the driver's multi-block entry points ---------------------------------------
+    def read_multi(self, lba: int, count: int, *, buf_addr: int = 0) -> bytes:
+        """A read through the driver's multi-block entry: CMD18 and CMD12 even for one block (the P2 driver's
+        raw API, readSectorsRaw)."""
+        self._multi = True
+        try:
+            return self.read(lba, count, buf_addr=buf_addr)
+        finally:
+            self._multi = False
+
+    def write_multi(self, lba: int, data: bytes, *, buf_addr: int = 0) -> None:
+        """A write through the driver's multi-block entry: CMD25 and the stop token even for one block (the P2
+        driver's raw API, writeSectorsRaw)."""
+        self._multi = True
+        try:
+            self.write(lba, data, buf_addr=buf_addr)
+        finally:
+            self._multi = False
+
     # ---- BlockDevice primitives -------------------------------------------------------
     def _read(self, lba: int, count: int, buf_addr: int) -> bytes:
-        if self.log is None:
+        if self.log is None and self.driver not in STREAMING:
             unaligned = self.driver == "sdmmc" and buf_addr % self.host.dma_align_bytes != 0
-            key = (count, unaligned)
+            key = (count, unaligned, self._multi)
             cost = self._read_costs.get(key)
             if cost is None:
                 cost = self._read_costs[key] = self._record_read_cost(count, buf_addr)
@@ -209,6 +295,10 @@ class SdHostDriver(BlockDevice):
                     self._sw(self.host.copy_cycles_per_byte * SECTOR)
             else:
                 self._sdmmc_read(lba, count)
+        elif self.driver == "sdfat-spi":
+            self._sf_read(lba, count)
+        elif self.driver == "sdio":
+            self._sdio_read(lba, count, buf_addr)
         elif self.bus.is_spi:
             self._spi_read(lba, count)
         else:
@@ -224,32 +314,55 @@ class SdHostDriver(BlockDevice):
                     self._sdmmc_write(lba + i, 1)
             else:
                 self._sdmmc_write(lba, count)
+        elif self.driver == "sdfat-spi":
+            self._sf_write(lba, count)
+        elif self.driver == "sdio":
+            self._sdio_write(lba, count, buf_addr)
         elif self.bus.is_spi:
             self._spi_write(lba, count)
         else:
             self._sdmmc_write(lba, count)
         self.store.write(lba, data)
 
+    def _sync(self) -> None:
+        # SdFat's syncDevice, no-OS-FatFS's sd_sync: end an open transfer (the other kinds keep nothing open)
+        if self.driver == "sdfat-spi":
+            self._sf_stop()
+        elif self.driver == "sdio":
+            self._sdio_stop()
+
     def _erase(self, lba: int, count: int) -> None:
-        self._erase_cmds(lba, count)
+        # an erase callback (esp_littlefs's sdmmc_erase_sectors(..., SDMMC_ERASE_ARG)): a full ERASE
+        self._erase_cmds(lba, count, "erase")
         self.store.erase(lba, count)
 
     def _trim(self, lba: int, count: int) -> None:
-        # ESP-IDF's CTRL_TRIM: the same CMD32/33/38 sequence (discard argument); the data may stay
-        self._erase_cmds(lba, count)
+        # a filesystem's trim, as the host's disk glue treats it; the data may stay
+        kind = self.host.trim_command
+        if kind == "none":
+            return  # e.g. ESP-IDF >= 5.3: FatFs CTRL_TRIM is refused for SD cards (MMC only), no command
+        if kind == "discard" and (self.bus.is_spi or not self.profile.discard_support):
+            kind = "erase"  # ESP-IDF sdmmc_can_discard: SD mode and SSR DISCARD_SUPPORT only
+        self._erase_cmds(lba, count, kind)
 
-    def _erase_cmds(self, lba: int, count: int) -> None:
+    def _erase_cmds(self, lba: int, count: int, kind: str) -> None:
         self._sw(self.host.call_cycles)
+        if self.driver in STREAMING:
+            self._stream_erase(lba, count, kind)
+            return
         for name, arg in (("CMD32", lba), ("CMD33", lba + count - 1)):
             t0 = self._command(name, arg)
             self._event(t0, name, arg)
-        t0 = self._command("CMD38", 0, "R1b")
-        busy = self.card.erase_busy_ns(count)
+        arg = ERASE_ARGS[kind]
+        t0 = self._command("CMD38", arg, "R1b")
+        busy = self.card.erase_busy_ns(count, kind)
         if self.bus.is_spi:
             self._spi_wait(busy)
-        else:
+        elif self.driver == "sdmmc":
             self._wait_busy_ticks(busy)
-        self._event(t0, "CMD38", 0)
+        else:
+            self._spend(busy, "card")  # the controller watches DAT0 busy itself
+        self._event(t0, "CMD38", arg)
         if self.bus.is_spi:
             self._send_status()
         self.card.discard(lba, count, SECTOR)
@@ -261,7 +374,7 @@ class SdHostDriver(BlockDevice):
 
     # ---- native SD mode ---------------------------------------------------------------
     def _sdmmc_read(self, lba: int, count: int, *, poll: bool = True) -> None:
-        multi = count > 1
+        multi = count > 1 or self._multi
         name = "CMD18" if multi else "CMD17"
         t0 = self._command(name, lba)
         self._spend(self.card.read_access_ns(), "card")
@@ -277,7 +390,7 @@ class SdHostDriver(BlockDevice):
             self._poll_cmd13(0.0)
 
     def _sdmmc_write(self, lba: int, count: int) -> None:
-        multi = count > 1
+        multi = count > 1 or self._multi
         name = "CMD25" if multi else "CMD24"
         t0 = self._command(name, lba)
         self._spend(count * self.bus.write_block_ns(), "bus")
@@ -296,7 +409,7 @@ class SdHostDriver(BlockDevice):
 
     # ---- SPI mode -----------------------------------------------------------------------
     def _spi_read(self, lba: int, count: int) -> None:
-        multi = count > 1
+        multi = count > 1 or self._multi
         name = "CMD18" if multi else "CMD17"
         t0 = self._command(name, lba)
         for i in range(count):
@@ -312,7 +425,7 @@ class SdHostDriver(BlockDevice):
             self._send_status()
 
     def _spi_write(self, lba: int, count: int) -> None:
-        multi = count > 1
+        multi = count > 1 or self._multi
         name = "CMD25" if multi else "CMD24"
         t0 = self._command(name, lba)
         for i in range(count):
@@ -326,6 +439,284 @@ class SdHostDriver(BlockDevice):
         self._event(t0, name, lba, count * SECTOR)
         if self.driver in ("sdspi", "p2spi"):  # both check the result of programming with SEND_STATUS
             self._send_status()
+
+    # ---- streaming kinds: shared ---------------------------------------------------------
+    def _streams(self, kind: str, count: int) -> bool:
+        """Whether a request of this kind and size opens (or continues) a transfer left open (keep_open)."""
+        mode = self.host.keep_open
+        if mode == "all":
+            return True
+        return mode == "writes" and kind == "write" and (count > 1 or self._multi)
+
+    def _continues(self, kind: str, lba: int, count: int) -> bool:
+        st = self._stream
+        return st is not None and st.kind == kind and st.next_lba == lba and self._streams(kind, count)
+
+    def _stream_erase(self, lba: int, count: int, kind: str) -> None:
+        arg = ERASE_ARGS[kind]
+        busy = self.card.erase_busy_ns(count, kind)
+        if self.driver == "sdfat-spi":
+            for name, a in (("CMD32", lba), ("CMD33", lba + count - 1)):
+                t0 = self._sf_command(name, a)
+                self._event(t0, name, a)
+            t0 = self._sf_command("CMD38", arg, "R1b")
+            self._sf_poll(busy, at_least=1)  # waitReady(SD_ERASE_TIMEOUT)
+            self._event(t0, "CMD38", arg)
+            self._sf_release()
+        else:
+            self._sdio_stop()
+            for name, a in (("CMD32", lba), ("CMD33", lba + count - 1)):
+                t0 = self._command(name, a)
+                self._event(t0, name, a)
+            t0 = self._command("CMD38", arg, "R1b")
+            self._event(t0, "CMD38", arg)
+            self._sdio_wait_busy(busy)
+        self.card.discard(lba, count, SECTOR)
+
+    # ---- sdfat-spi: SdFat's SdSpiCard ------------------------------------------------------
+    def _sf_byte_ns(self) -> float:
+        """One spiReceive()/spiSend() of a single byte: 8 clocks plus the call."""
+        return self.bus.poll_byte_ns() + self.host.cycles_ns(self.host.spi_byte_cycles)
+
+    def _sf_poll(self, wait_ns: float, *, at_least: int = 0) -> None:
+        """0xFF bytes read one call at a time until a token arrives or busy ends (at least ``at_least``)."""
+        if wait_ns > 0:
+            byte = self._sf_byte_ns()
+            self._spend(max(at_least, math.ceil(wait_ns / byte)) * byte, "card")
+        elif at_least:
+            self._spend(at_least * self.bus.poll_byte_ns(), "bus")
+            self._sw(at_least * self.host.spi_byte_cycles)
+
+    def _sf_single_bytes(self, n: int) -> None:
+        """n single-byte SPI calls outside a block (CS high + 0xFF, the dummy byte after select)."""
+        self._spend(n * self.bus.poll_byte_ns(), "bus")
+        self._sw(n * self.host.spi_byte_cycles)
+
+    def _sf_release(self) -> None:
+        """spiStop: CS high and one 0xFF byte; the next command selects the card again."""
+        if self._spi_active:
+            self._sf_single_bytes(1)
+            self._spi_active = False
+
+    def _sf_command(self, name: str, arg: int, response: str = "R1") -> int:
+        """cardCommand: syncDevice, select, waitReady (not for CMD0/CMD12), the command bytes and the response.
+        Returns the start time for the command's log entry (after the sync, before the ready wait)."""
+        self._sf_stop()
+        t0 = self.vclock.now_ns()
+        if not self._spi_active:  # spiStart: activate, select, one dummy 0xFF byte
+            self._sf_single_bytes(1)
+            self._spi_active = True
+        if name not in ("CMD0", "CMD12"):
+            self._sf_poll(self._ready_at_ns - self.vclock.now_ns(), at_least=1)
+        clocks = self.bus.command_clocks(response)
+        self._sw(self.host.transaction_cycles + self.host.spi_byte_cycles * (clocks // 8))
+        self._spend(self.bus.ns(clocks), "bus")
+        return t0
+
+    def _sf_block_cpu(self, single_bytes: int) -> None:
+        h = self.host
+        self._sw(h.block_cycles + (h.byte_cycles + h.crc_cycles_per_byte) * SECTOR + h.spi_byte_cycles * single_bytes)
+
+    def _sf_stop(self) -> None:
+        """syncDevice: end an open CMD18 (CMD12) or CMD25 (busy of the last block, stop-tran token, CS high)."""
+        st = self._stream
+        if st is None:
+            return
+        self._stream = None
+        if st.kind == "read":
+            t0 = self._sf_command("CMD12", 0, "R1b")
+            self._event(t0, "CMD12", 0)
+        else:
+            t0 = self.vclock.now_ns()
+            self._sf_poll(self.card.write_block_busy_ns(True), at_least=1)
+            self._spend(self.bus.stop_tran_ns(), "bus")  # STOP_TRAN_TOKEN, then CS high and one 0xFF byte
+            self._sw(2 * self.host.spi_byte_cycles)
+            self._spi_active = False
+            self._log_only(t0, "STOP_TRAN", st.start_lba, 0)
+            # the card flushes now; SdFat returns and the next command's waitReady polls this out
+            self._ready_at_ns = self.vclock.now_ns() + self.card.write_done_busy_ns(st.start_lba, st.blocks, SECTOR,
+                                                                                     True)
+            return
+        self._sf_release()
+
+    def _sf_read(self, lba: int, count: int) -> None:
+        if self._continues("read", lba, count):
+            t0, name, first_wait = self.vclock.now_ns(), "DATA", self.card.read_block_gap_ns()
+            multi = True
+        else:
+            stream = self._streams("read", count)
+            multi = stream or count > 1 or self._multi
+            name = "CMD18" if multi else "CMD17"
+            t0 = self._sf_command(name, lba)
+            first_wait = self.card.read_access_ns()
+            if stream:
+                self._stream = _Stream("read", lba, lba)
+        for i in range(count):
+            self._sf_poll(first_wait if i == 0 else self.card.read_block_gap_ns())  # 0xFF until the start token
+            self._spend(self.bus.read_block_ns(), "bus")
+            self._sf_block_cpu(3)  # the token and the two CRC bytes are single-byte calls
+        if name == "DATA":
+            self._log_only(t0, name, lba, count * SECTOR)
+        else:
+            self._event(t0, name, lba, count * SECTOR)
+        st = self._stream
+        if st is not None:
+            st.next_lba, st.blocks = lba + count, st.blocks + count
+        elif multi:
+            t1 = self._sf_command("CMD12", 0, "R1b")  # readStop
+            self._event(t1, "CMD12", 0)
+            self._sf_release()
+        else:
+            self._sf_release()
+
+    def _sf_write(self, lba: int, count: int) -> None:
+        cont = self._continues("write", lba, count)
+        if cont:
+            t0, name, multi = self.vclock.now_ns(), "DATA", True
+            st = self._stream
+        else:
+            stream = self._streams("write", count)
+            multi = stream or count > 1 or self._multi
+            name = "CMD25" if multi else "CMD24"
+            t0 = self._sf_command(name, lba)
+            st = _Stream("write", lba, lba) if multi else None
+            self._stream = st
+        for _ in range(count):
+            if st is not None:  # writeData: waitReady for the previous block's busy first
+                self._sf_poll(self.card.write_block_busy_ns(True) if st.blocks else 0.0, at_least=1)
+                st.blocks += 1
+            self._spend(self.bus.write_block_ns(), "bus")
+            self._sf_block_cpu(4)  # token, two CRC bytes, data response
+        if name == "DATA":
+            self._log_only(t0, name, lba, count * SECTOR)
+        else:
+            self._event(t0, name, lba, count * SECTOR)
+        if st is not None:
+            st.next_lba = lba + count
+            if not self._streams("write", count):
+                self._sf_stop()  # writeStop
+            return
+        # CMD24 (SHARED_SPI): CHECK_FLASH_PROGRAMMING waits for programming, then CMD13 (R2)
+        self._sf_poll(self.card.write_done_busy_ns(lba, 1, SECTOR, False), at_least=1)
+        t1 = self._sf_command("CMD13", 0, "R2")
+        self._event(t1, "CMD13", 0)
+        self._sf_release()
+
+    # ---- sdio: an MCU's SD-mode host --------------------------------------------------------
+    def _poll_status(self, busy_ns: float) -> None:
+        """CMD13 polled back to back until the card is ready (no RTOS ticks)."""
+        t0 = self.vclock.now_ns()
+        host_ns = self.host.cycles_ns(self.host.transaction_cycles)
+        bus_ns = self.bus.command_ns("R1")
+        polls = max(1, math.ceil(busy_ns / (host_ns + bus_ns)))
+        self._spend((polls - 1) * (host_ns + bus_ns), "card")  # polls that saw the card busy
+        self._spend(host_ns, "host")
+        self._spend(bus_ns, "bus")
+        self._event(t0, "CMD13", 0, repeat=polls)
+
+    def _sdio_wait_busy(self, busy_ns: float) -> None:
+        if self.host.busy_wait == "cmd13":
+            self._poll_status(busy_ns)
+        elif busy_ns > 0:
+            self._spend(busy_ns, "card")  # the host watches DAT0
+
+    def _sdio_stop(self) -> None:
+        """End an open CMD18/CMD25: CMD12, then after writes the card's busy."""
+        st = self._stream
+        if st is None:
+            return
+        self._stream = None
+        t0 = self._command("CMD12", 0, "R1b")
+        self._event(t0, "CMD12", 0)
+        if st.kind == "write":
+            self._sdio_wait_busy(self.card.write_done_busy_ns(st.start_lba, st.blocks, SECTOR, True))
+
+    def _sdio_read(self, lba: int, count: int, buf_addr: int) -> None:
+        if buf_addr % self.host.dma_align_bytes:
+            self._sdio_stop()
+            for i in range(count):  # one sector at a time through the driver's aligned buffer
+                self._sdio_read_req(lba + i, 1, single=True)
+                self._sw(self.host.copy_cycles_per_byte * SECTOR)
+        else:
+            self._sdio_read_req(lba, count)
+
+    def _sdio_read_req(self, lba: int, count: int, *, single: bool = False) -> None:
+        cont = not single and self._continues("read", lba, count)
+        if cont:
+            t0, name, multi = self.vclock.now_ns(), "DATA", True
+            first_wait = self.card.read_block_gap_ns()
+        else:
+            self._sdio_stop()
+            if self.host.status_before_transfer:
+                self._poll_status(0.0)
+            stream = not single and self._streams("read", count)
+            multi = not single and (stream or count > 1 or self._multi)
+            name = "CMD18" if multi else "CMD17"
+            t0 = self._command(name, lba)
+            first_wait = self.card.read_access_ns()
+            if stream:
+                self._stream = _Stream("read", lba, lba)
+        h = self.host
+        for i in range(count):
+            self._spend(first_wait if i == 0 else self.card.read_block_gap_ns(), "card")
+            self._spend(self.bus.read_block_ns(), "bus")
+            self._sw(h.block_cycles + (h.byte_cycles + h.crc_cycles_per_byte) * SECTOR)
+        if name == "DATA":
+            self._log_only(t0, name, lba, count * SECTOR)
+        else:
+            self._event(t0, name, lba, count * SECTOR)
+        st = self._stream
+        if st is not None:
+            st.next_lba, st.blocks = lba + count, st.blocks + count
+            return
+        if multi:
+            t1 = self._command("CMD12", 0, "R1b")
+            self._event(t1, "CMD12", 0)
+        if h.busy_wait == "cmd13":  # the glue checks the card's state after every transfer
+            self._poll_status(0.0)
+
+    def _sdio_write(self, lba: int, count: int, buf_addr: int) -> None:
+        if buf_addr % self.host.dma_align_bytes:
+            self._sdio_stop()
+            for i in range(count):
+                self._sw(self.host.copy_cycles_per_byte * SECTOR)
+                self._sdio_write_req(lba + i, 1, single=True)
+        else:
+            self._sdio_write_req(lba, count)
+
+    def _sdio_write_req(self, lba: int, count: int, *, single: bool = False) -> None:
+        cont = not single and self._continues("write", lba, count)
+        st: _Stream | None
+        if cont:
+            t0, name, multi = self.vclock.now_ns(), "DATA", True
+            st = self._stream
+        else:
+            self._sdio_stop()
+            if self.host.status_before_transfer:
+                self._poll_status(0.0)
+            stream = not single and self._streams("write", count)
+            multi = not single and (stream or count > 1 or self._multi)
+            name = "CMD25" if multi else "CMD24"
+            t0 = self._command(name, lba)
+            st = _Stream("write", lba, lba) if stream else None
+            self._stream = st
+        h = self.host
+        for i in range(count):
+            if i or (st is not None and st.blocks):  # the previous block's busy, waited by the controller
+                self._spend(self.card.write_block_busy_ns(True), "card")
+            self._sw(h.block_cycles + (h.byte_cycles + h.crc_cycles_per_byte) * SECTOR)
+            self._spend(self.bus.write_block_ns(), "bus")
+        if name == "DATA":
+            self._log_only(t0, name, lba, count * SECTOR)
+        else:
+            self._event(t0, name, lba, count * SECTOR)
+        if st is not None:
+            st.next_lba, st.blocks = lba + count, st.blocks + count
+            return
+        if multi:
+            t1 = self._command("CMD12", 0, "R1b")
+            self._event(t1, "CMD12", 0)
+        self._sdio_wait_busy(self.card.write_done_busy_ns(lba, count, SECTOR, multi))
 
     # ---- card initialisation (mount) ----------------------------------------------------
     def initialise(self) -> None:

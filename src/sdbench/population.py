@@ -1,0 +1,371 @@
+"""How sure a simulated figure is: the variants of a scenario that span its uncertainty, and the range they give.
+
+A simulated run prints one figure per row, but the card behind it is one of
+many (an uncalibrated profile such as ``generic-sdhc`` stands for no product)
+or was fitted with some uncertainty (``fit_rel_sd`` in a fitted profile).  This
+module says which *members* to run for a scenario:
+
+* **population**: the scenario's SD card is uncalibrated (its TOML has no
+  "fitted by `sdbench calibrate`" header and no ``fit_rel_sd``): one member
+  per shipped fitted card profile, carrying that card's timing fields (the
+  union of the fields in which the shipped fitted cards differ; never
+  capacity, clock limits, markings, name or description);
+* **fit**: a profile of the stack (SD card, host, flash chip, flash host)
+  records ``fit_rel_sd``: :data:`FIT_MEMBERS` members, each field drawn
+  from an independent log-normal with that relative standard deviation and
+  median the fitted value, with a seed derived from the scenario's seed;
+* **none**: nothing to vary (calibrated profiles with an empty
+  ``fit_rel_sd``, real media): no range, and the run's metadata says why.
+
+In the population case, profiles that record ``fit_rel_sd`` (a fitted host)
+are drawn as well, one draw per member.
+
+:func:`ranges` turns the members' rows into a range per row without
+multiplying the run time: the central scenario runs in full as always (its
+figures do not change), then the central and every member run again with
+their protocol's runs option cut to at most :data:`RUNS_CAP` (see
+:func:`budget`), and each row gets ``time_ms_range`` =
+central × (10th, 90th percentile of member_reduced / central_reduced),
+clipped so that low <= central <= high.  Everything is deterministic: the
+same scenario and seed give the same ranges.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from . import profiles
+from .media.sim.card import CardProfile
+from .media.sim.esp_flash import load_esp_flash_host
+from .media.sim.nor import load_chip_profile
+from .options import apply_overrides
+from .records import Row
+from .scenarios import Scenario
+from .stack.sd import load_card, load_host
+from .workloads.registry import protocol
+
+#: the band a range spans: 10th to 90th percentile of the members
+PERCENTILES = (10, 90)
+#: most timed calls per row a member (and the reduced central run) makes
+RUNS_CAP = 4
+#: timed calls all members (and the reduced central run) may make together, as a share of the central run's
+RANGE_BUDGET = 1.0
+#: fewest members a range is computed from when the budget allows fewer (a protocol whose runs are already 1):
+#: then the members are the population's extremes, or a fit's two extremes (see :func:`budget`)
+MIN_MEMBERS = 2
+#: members drawn from a fit's uncertainty
+FIT_MEMBERS = 10
+#: card fields a population member never carries: what the card is, how big, what its bus allows
+NOT_VARIED = frozenset({"name", "description", "speed_class", "uhs_bus", "capacity_bytes",
+                        "default_speed_max_clock_hz", "high_speed_max_clock_hz", "fit_rel_sd"})
+#: the header `sdbench calibrate` writes into a profile it fitted
+FITTED_MARK = "fitted by `sdbench calibrate"
+
+
+@dataclass(frozen=True)
+class Member:
+    """One variant of a scenario: overrides of profile fields, by (section, params table)."""
+
+    name: str
+    overrides: dict[tuple[str, str], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a scenario's range is taken over."""
+
+    method: str                               # "population", "fit" or "none"
+    members: tuple[Member, ...] = ()
+    reason: str = ""                          # why there is no range (method "none")
+    card: str = ""                            # the scenario's card (population)
+    population: tuple[str, ...] = ()          # every shipped fitted card (population)
+    fields: tuple[str, ...] = ()              # card fields the population members carry
+    varied: dict[str, dict[str, float]] = field(default_factory=dict)  # "card x" -> field -> σ/value
+    #: two members, all fitted fields at their 10th and at their 90th percentile (fit; see :func:`budget`)
+    extremes: tuple[Member, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Profile:
+    """A profile of the scenario's stack, loaded with the scenario's overrides."""
+
+    section: str      # "sd" or "flash"
+    params: str       # the scenario's override table: card_params, host_params, chip_params
+    kind: str         # card, host, flash chip, flash host
+    name: str         # as the scenario names it
+    value: Any        # the loaded profile
+    fitted: bool      # `sdbench calibrate` wrote it
+
+    @property
+    def calibrated(self) -> bool:
+        return self.fitted or bool(self.value.fit_rel_sd)
+
+    @property
+    def title(self) -> str:
+        return f"{self.kind} {self.name}"
+
+
+def _resolve(name: str, base_dir: Path | None) -> Path:
+    """A profile file a scenario names (``*.toml``), relative to the scenario's folder."""
+    p = Path(name)
+    return p if p.is_absolute() or base_dir is None else base_dir / p
+
+
+def is_fitted(folder: str, name: str, base_dir: Path | None = None) -> bool:
+    """Whether `sdbench calibrate` wrote profile ``name`` (its header says so), as ``sdbench list`` tells."""
+    try:
+        if name.endswith(".toml"):
+            text = _resolve(name, base_dir).read_text(encoding="utf-8", errors="replace")
+        else:
+            text = (profiles.DATA / folder / f"{name}.toml").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return FITTED_MARK in text
+
+
+def _stack_profiles(sc: Scenario) -> list[_Profile]:
+    """The timing profiles of a scenario's simulated media (none for real media)."""
+    base = sc.source_dir
+    out: list[_Profile] = []
+    if sc.sd and sc.sd.get("media") == "sim":
+        _, cfg = sc.media_config("sd")
+        card_over = dict(cfg.card_params)
+        if cfg.capacity_bytes:
+            card_over["capacity_bytes"] = cfg.capacity_bytes
+        out.append(_Profile("sd", "card_params", "card", cfg.card, load_card(cfg.card, card_over, base),
+                            is_fitted("cards", cfg.card, base)))
+        out.append(_Profile("sd", "host_params", "host", cfg.host, load_host(cfg.host, cfg.host_params, base),
+                            is_fitted("hosts", cfg.host, base)))
+    if sc.flash and sc.flash.get("media") == "sim-nor":
+        _, cfg = sc.media_config("flash")
+        # as the flash target resolves them (sdbench.stack.flash)
+        chip = str(_resolve(cfg.chip, base)) if cfg.chip.endswith(".toml") else cfg.chip
+        host = str(_resolve(cfg.host, base)) if cfg.host.endswith(".toml") else cfg.host
+        out.append(_Profile("flash", "chip_params", "flash chip", cfg.chip,
+                            load_chip_profile(chip, cfg.chip_params or None), is_fitted("flash", cfg.chip, base)))
+        out.append(_Profile("flash", "host_params", "flash host", cfg.host,
+                            load_esp_flash_host(host, cfg.host_params or None), is_fitted("hosts", cfg.host, base)))
+    return out
+
+
+def _numeric(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+@lru_cache(maxsize=1)
+def shipped_population() -> tuple[tuple[CardProfile, ...], tuple[str, ...]]:
+    """The shipped fitted card profiles, by name, and the timing fields in which they differ."""
+    cards = tuple(load_card(n) for n in profiles.shipped("cards") if is_fitted("cards", n))
+    names = [f.name for f in fields(CardProfile) if f.name not in NOT_VARIED]
+    varied = tuple(n for n in names if all(_numeric(getattr(c, n)) for c in cards)
+                   and len({getattr(c, n) for c in cards}) > 1)
+    return cards, varied
+
+
+#: the standard normal's 90th percentile
+Z90 = 1.2815515655446004
+
+
+def _draw(profile: _Profile, z: Any) -> dict[str, Any]:
+    """Every field ``profile.fit_rel_sd`` names at the log-normal quantile ``z()`` (median: the fitted value)."""
+    out: dict[str, Any] = {}
+    for name, rel_sd in sorted(profile.value.fit_rel_sd.items()):
+        value = getattr(profile.value, name)
+        s = math.sqrt(math.log1p(float(rel_sd) ** 2))  # σ of log(x) for that relative standard deviation
+        factor = math.exp(s * z())
+        out[name] = round(value * factor) if isinstance(value, int) else value * factor
+    return out
+
+
+def _slowness(card: CardProfile, fields_: tuple[str, ...], medians: dict[str, float]) -> float:
+    """An overall slowness index of a population card (to choose members spread over the population)."""
+    return sum(math.log1p(getattr(card, f) / medians[f]) for f in fields_ if medians[f] > 0)
+
+
+def plan(sc: Scenario, *, simulated: bool) -> Plan:
+    """The members of scenario ``sc``'s uncertainty (see the module's docstring)."""
+    if not simulated:
+        return Plan("none", reason="measured on real media: the spread is in the per-call samples, not in a model")
+    profs = _stack_profiles(sc)
+    if not profs:
+        return Plan("none", reason="no simulated card or flash chip in the stack")
+    varied = [p for p in profs if p.value.fit_rel_sd]
+    card = next((p for p in profs if p.kind == "card"), None)
+    rng = random.Random(f"sdbench-range:{sc.seed}")  # a str seed: the same draws on every platform and run
+    sigma = {p.title: {k: float(v) for k, v in sorted(p.value.fit_rel_sd.items())} for p in varied}
+
+    def draws() -> dict[tuple[str, str], dict[str, Any]]:
+        return {(p.section, p.params): _draw(p, lambda: rng.gauss(0.0, 1.0)) for p in varied}
+
+    if card is not None and not card.calibrated:
+        cards, fields_ = shipped_population()
+        if not cards:
+            return Plan("none", reason=f"the card profile {card.name} is uncalibrated and no fitted card profile "
+                                       "is shipped to take a population from")
+        medians = {f: sorted(getattr(c, f) for c in cards)[len(cards) // 2] for f in fields_}
+        ordered = sorted(cards, key=lambda c: (_slowness(c, fields_, medians), c.name))
+        members = []
+        for c in ordered:
+            over = draws()
+            key = ("sd", "card_params")
+            over[key] = {**over.get(key, {}), **{f: getattr(c, f) for f in fields_}}
+            members.append(Member(c.name, over))
+        return Plan("population", tuple(members), card=card.name, population=tuple(c.name for c in ordered),
+                    fields=fields_, varied=sigma)
+    if varied:
+        extremes = tuple(Member(name, {(p.section, p.params): _draw(p, lambda z=z: z) for p in varied})
+                         for name, z in (("all fields at their 10th percentile", -Z90),
+                                         ("all fields at their 90th percentile", Z90)))
+        return Plan("fit", tuple(Member(f"draw {i + 1}", draws()) for i in range(FIT_MEMBERS)), varied=sigma,
+                    extremes=extremes)
+    empty = [p.title for p in profs if p.calibrated]
+    if len(empty) == 1:
+        return Plan("none", reason=f"nothing to vary: {empty[0]} is calibrated but records no fit uncertainty (its "
+                                   "fit_rel_sd is empty; `sdbench calibrate` fills it)")
+    if empty:
+        return Plan("none", reason=f"nothing to vary: {', '.join(empty[:-1])} and {empty[-1]} are calibrated but "
+                                   "record no fit uncertainty (their fit_rel_sd is empty; `sdbench calibrate` "
+                                   "fills it)")
+    return Plan("none", reason="nothing to vary: no profile of the stack records a fit uncertainty (fit_rel_sd)")
+
+
+# -- reduced runs -------------------------------------------------------------------------------------
+
+def runs_of(sc: Scenario) -> int:
+    """The scenario's value of its protocol's runs option (``ProtocolSpec.runs_option``)."""
+    spec = protocol(sc.protocol)
+    return int(getattr(spec.config_of(sc), spec.runs_field))
+
+
+def with_runs(sc: Scenario, runs: int) -> Scenario:
+    """``sc`` with its protocol's runs option set to ``runs`` (as ``--runs`` would set it)."""
+    spec = protocol(sc.protocol)
+    raw = apply_overrides(sc.raw, [f"{spec.runs_option}={int(runs)}"])
+    return replace(sc, raw=raw, options={**sc.options, spec.table: spec.options(raw[spec.table])})
+
+
+def member_scenario(sc: Scenario, member: Member) -> Scenario:
+    """``sc`` with ``member``'s profile fields in its override tables ([sd.card_params], ...)."""
+    tables = {"sd": dict(sc.sd), "flash": dict(sc.flash)}
+    for (section, params), values in member.overrides.items():
+        table = tables[section]
+        old = table.get(params)
+        table[params] = {**(old if isinstance(old, dict) else {}), **values}
+    return replace(sc, sd=tables["sd"], flash=tables["flash"])
+
+
+def budget(sc: Scenario, members: int) -> tuple[int, int]:
+    """(runs of the reduced runs, members to run) within :data:`RANGE_BUDGET`.
+
+    The cost of a run is its protocol's timed calls.  The runs are the most, up
+    to :data:`RUNS_CAP`, that keep all members (and the reduced central run,
+    when the runs are reduced at all) within the budget; when even one run
+    each is over it, fewer members run, but never fewer than
+    :data:`MIN_MEMBERS` (a protocol whose runs are already 1 then costs more):
+    the population's members spread evenly over it, its fastest and slowest
+    included (:func:`select`); of a fit, the first draws, or when fewer than
+    half of them fit, its :attr:`Plan.extremes`, whose range is their span
+    rather than a percentile band.
+    """
+    spec = protocol(sc.protocol)
+    full_runs = runs_of(sc)
+    allowed = RANGE_BUDGET * max(spec.timed_calls(sc), 1)
+    cost1, central1 = 1, 0
+    for r in range(min(full_runs, RUNS_CAP), 0, -1):
+        cost = max(spec.timed_calls(with_runs(sc, r)), 1)
+        central = 1 if r < full_runs else 0
+        if (members + central) * cost <= allowed:
+            return r, members
+        cost1, central1 = cost, central
+    fit = int(allowed // cost1) - central1
+    return 1, min(members, max(fit, MIN_MEMBERS))
+
+
+def select(members: tuple[Member, ...], k: int) -> tuple[Member, ...]:
+    """``k`` of ``members`` evenly spread over their order (the first and the last included)."""
+    n = len(members)
+    if k >= n:
+        return members
+    if k <= 1:
+        return members[n // 2:n // 2 + 1]
+    picked = sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})
+    return tuple(members[i] for i in picked)
+
+
+# -- the range ----------------------------------------------------------------------------------------
+
+def percentile(values: list[float], p: float) -> float:
+    """The ``p``-th percentile, linear between the closest ranks (numpy's default)."""
+    v = sorted(values)
+    pos = (len(v) - 1) * p / 100.0
+    i = int(math.floor(pos))
+    if i + 1 >= len(v):
+        return v[-1]
+    return v[i] + (v[i + 1] - v[i]) * (pos - i)
+
+
+def projected(row: Row, runs: int) -> float:
+    """A reduced row's mean time per call carried to ``runs`` calls: its first call once, the mean of the
+    others for the rest.  One-off costs of a first call (the card loading its tables after power-up, a cold
+    cache) then weigh as they do in the full run, not ``runs / reduced runs`` times more."""
+    s = row.samples_ms
+    if len(s) < 2 or runs <= len(s):
+        return row.time_ms
+    rest = math.fsum(s[1:]) / (len(s) - 1)
+    return (s[0] + (runs - 1) * rest) / runs
+
+
+@dataclass(frozen=True)
+class Ranged:
+    rows: tuple[Row, ...]
+    #: label -> "optimistic" (the central is faster than the band) or "pessimistic" (slower)
+    outside: dict[str, str]
+
+
+def ranges(central: tuple[Row, ...], central_reduced: tuple[Row, ...],
+           members: list[tuple[Row, ...]], band: tuple[float, float] = PERCENTILES) -> Ranged:
+    """Each central row with ``time_ms_range`` = central × (10th, 90th percentile of member / central at the
+    reduced runs), widened to hold the central figure; rows without at least two member figures keep None.
+    ``band``: other percentiles ((0, 100) for a fit's two extremes, which are its 10th and 90th already)."""
+    base = {r.label: r for r in central_reduced}
+    by_member = [{r.label: r for r in rows} for rows in members]
+    out: list[Row] = []
+    outside: dict[str, str] = {}
+    for row in central:
+        ref = base.get(row.label)
+        figures = [projected(m[row.label], row.runs) for m in by_member if row.label in m]
+        if ref is None or len(figures) < 2:
+            out.append(row)
+            continue
+        scale = projected(ref, row.runs)
+        if scale <= 0:
+            # no scale to carry to the full run: a row that takes no time in every member keeps none
+            out.append(row.with_range(row.time_ms, row.time_ms) if not any(figures) else row)
+            continue
+        ratios = [f / scale for f in figures]
+        q_lo, q_hi = percentile(ratios, band[0]), percentile(ratios, band[1])
+        if q_lo > 1.0 + 1e-9:
+            outside[row.label] = "optimistic"
+        elif q_hi < 1.0 - 1e-9:
+            outside[row.label] = "pessimistic"
+        out.append(row.with_range(min(row.time_ms * q_lo, row.time_ms), max(row.time_ms * q_hi, row.time_ms)))
+    return Ranged(tuple(out), outside)
+
+
+def describe(pl: Plan, used: int, planned: int) -> str:
+    """One line for the run's warnings: what the ranges span."""
+    lo, hi = PERCENTILES
+    if pl.method == "population":
+        some = f"{used} of the {len(pl.population)}" if used < len(pl.population) else f"the {used}"
+        return (f"the scenario names no calibrated card ({pl.card}): each range is the {lo}–{hi} % spread over "
+                f"{some} shipped fitted card profiles" + (" (fewer to keep within the time budget)"
+                                                          if planned < len(pl.population) else ""))
+    what = ", ".join(f"{k} ({', '.join(v)})" for k, v in pl.varied.items())
+    if planned < len(pl.members):
+        return (f"each range spans the fit uncertainty of {what} with every field at its {lo}th and at its {hi}th "
+                f"percentile (two members, to keep within the time budget)")
+    return f"each range is the {lo}–{hi} % spread over {used} draws from the fit uncertainty of {what}"
