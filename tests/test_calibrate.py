@@ -108,7 +108,7 @@ GROUPS = {
         scenarios=(ESPIDF,), host="esp32-sdmmc",
         params=((f"card:{ESPIDF}", "read_access_us", 0, 5000, None, 0.0, 1.0),
                 (f"card:{ESPIDF}", "write_busy_end_us", 0, 20000, None, 0.0, 1.0),
-                (f"card:{ESPIDF}", "merge_base_ms", 0, 2000, None, 0.0, 1.0),
+                (f"card:{ESPIDF}", "merge_base_ms", 0, 2000, None, 0.01, 1000.0),
                 (f"card:{ESPIDF}", "merge_copy_us_per_kib", 0, 2000, None, 0.0, 1.0),
                 (f"card:{ESPIDF}", "first_write_ms", 0, 2000, None, 0.0, 1.0)),
         restrict=("espidf.parts=['sd_raw']",),

@@ -294,3 +294,12 @@ def test_a_flash_only_or_empty_stack_is_refused(tmp_path):
     path = _write(tmp_path, "none.toml", 'protocol = "sdfat-bench"\n')
     with pytest.raises(SdbenchError, match="needs an \\[sd\\] device or a directory"):
         run_scenario(scen.load(path))
+
+
+def test_sdfat_bench_on_the_arduino_esp32_spi_host_imports_back():
+    # SdFat's own SPI driver on an ESP32 (Arduino core): the text it prints reads back into the same rows
+    rec = run_scenario(scen.load("sdfat-bench-arduino-esp32-sdfat-spi", ["sdfat_bench.file_bytes=131072"]))
+    assert rec.stack["sd"]["host"]["driver"] == "sdfat-spi"
+    fmt, [back] = parse_text(sdfat_output(rec), name="bench.txt")
+    assert fmt == "sdfat"
+    _same_rows(rec, back)
