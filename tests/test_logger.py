@@ -328,3 +328,15 @@ def test_a_flash_part_logs_through_its_filesystem():
     meta = rec.metadata["logger"]
     assert meta["filesystem"] == "littlefs" and meta["records"] == 200 and meta["clock"] == "virtual"
     assert rec.rows[0].commands.get("PP", 0) > 0
+
+
+def test_the_report_plots_latency_over_time_and_the_histogram():
+    from sdbench.report import plots
+
+    rec = run_scenario(scen.load("logger-sd-fat-pauses", ["logger.duration_s=2"]))
+    figs = {stem: fig for stem, _, fig in plots.figures([("log", rec)])}
+    fig = figs["logger-log"]
+    top, bottom = fig.axes
+    assert top.get_yscale() == "log" and top.lines and len(top.lines[0].get_xdata()) > 100
+    # one bar series per operation that has calls, each labelled
+    assert {t.get_text() for t in bottom.get_legend().get_texts()} == {"write", "sync"}

@@ -179,6 +179,38 @@ def breakdown(name: str, rec: RunRecord) -> Figure | None:
     return fig
 
 
+def logger_timeline(name: str, rec: RunRecord) -> Figure | None:
+    """A data logger run: write latency over time (log scale) and the latency histogram of writes and syncs."""
+    m = rec.metadata.get("logger") or {}
+    tl, hist = m.get("timeline") or {}, m.get("histogram") or {}
+    if not tl.get("t_s") or not hist.get("edges_ms"):
+        return None
+    fig = Figure(figsize=(WIDTH_IN, 5.0), layout="constrained")
+    ax1, ax2 = fig.subplots(2, 1)
+    ax1.plot(tl["t_s"], [max(v, 1e-3) for v in tl["write_ms"]], lw=0.6, label="write")
+    ax1.set_yscale("log")
+    ax1.set_xlabel("time since the first record, s")
+    ax1.set_ylabel("write latency, ms")
+    if tl.get("records_per_point", 1) > 1:
+        ax1.set_title(f"worst of every {tl['records_per_point']} records", fontsize=8)
+    ax1.grid(alpha=0.3)
+    ax1.legend(fontsize=7, loc="upper right")
+    edges = hist["edges_ms"]
+    labels = [f"<{e:g}" for e in edges] + [f">={edges[-1]:g}"] if len(hist.get("write", [])) > len(edges) else \
+        [f"<{e:g}" for e in edges]
+    for i, op in enumerate(k for k in ("write", "sync", "rotate") if hist.get(k)):
+        counts = hist[op]
+        ax2.bar([x + 0.27 * i for x in range(len(counts))], counts, width=0.27, label=op)
+    ax2.set_yscale("log")
+    ax2.set_xticks(range(len(labels)), labels=labels, fontsize=7)
+    ax2.set_xlabel("latency, ms")
+    ax2.set_ylabel("calls")
+    ax2.grid(axis="y", alpha=0.3)
+    ax2.legend(fontsize=7, loc="upper right")
+    fig.suptitle(f"Data logger: {name}")
+    return fig
+
+
 def figures(runs: Sequence[tuple[str, RunRecord]]) -> list[tuple[str, str, Figure]]:
     """(file stem, caption, figure) for every plot the runs support."""
     out = []
@@ -189,10 +221,13 @@ def figures(runs: Sequence[tuple[str, RunRecord]]) -> list[tuple[str, str, Figur
     if fig is not None:
         out.append(("throughput-vs-size", "Throughput against transfer size", fig))
     for name, rec in runs:
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-")
         fig = breakdown(name, rec)
         if fig is not None:
-            stem = "breakdown-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-")
-            out.append((stem, f"Simulated time breakdown, {name}", fig))
+            out.append(("breakdown-" + safe, f"Simulated time breakdown, {name}", fig))
+        fig = logger_timeline(name, rec)
+        if fig is not None:
+            out.append(("logger-" + safe, f"Write latency over time and latency histogram, {name}", fig))
     return out
 
 
