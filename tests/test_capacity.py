@@ -254,3 +254,20 @@ def test_device_mapper_wraparound(tmp_path):
     if os.geteuid() != 0 or not shutil.which("dmsetup") or not os.path.exists("/dev/mapper/control"):
         pytest.skip("device-mapper is not available here")
     pytest.skip("device-mapper wrap-around test not written yet")
+
+
+def test_the_confirmation_says_quick_mode_restores_and_full_mode_destroys(tmp_path, monkeypatch):
+    from sdbench.cli import cmd_capacity
+    from sdbench.media.realtarget import WriteGrant
+
+    img = tmp_path / "card.img"
+    with open(img, "wb") as f:
+        f.truncate(8 << 20)
+    asked: list[str] = []
+    monkeypatch.setattr(cmd_capacity, "write_grant",
+                        lambda allow, yes: WriteGrant(allow_write=allow, ask=lambda q: asked.append(q) or True))
+    monkeypatch.chdir(tmp_path)
+    assert main(["capacity", str(img), "--allow-write", "-f", "json"]) == 0
+    assert "restored from a copy saved first" in asked[-1] and "destroyed" not in asked[-1]
+    assert main(["capacity", str(img), "--allow-write", "--full", "-f", "json", "-q"]) == 0
+    assert "destroyed" in asked[-1]

@@ -74,7 +74,8 @@ def register(app: typer.Typer) -> None:
 
         if restore_from is not None:
             log = RestoreLog.load(restore_from)
-            dev = open_device(target, writes=True, grant=grant)
+            dev = open_device(target, writes=True, grant=grant,
+                              consequence=f"The sectors saved in {restore_from} are written back")
             try:
                 rr = restore(dev, log, only_ours=True)
             finally:
@@ -96,7 +97,9 @@ def register(app: typer.Typer) -> None:
             if _same_file(rpath, target):
                 raise SdbenchError(f"the restore file {rpath} cannot be the target itself")
             check_writable_output(rpath)
-        dev = open_device(target, writes=True, grant=grant)
+        dev = open_device(target, writes=True, grant=grant, consequence=(
+            "Everything stored there is destroyed" if full else
+            f"A few hundred sectors are overwritten and then restored from a copy saved first in {rpath}"))
         prog = _Progress(not quiet)
         try:
             if not quiet:

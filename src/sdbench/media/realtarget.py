@@ -57,12 +57,18 @@ class WriteGrant:
 NO_WRITES = WriteGrant()
 
 
+#: what a write does to the data in the range, as the confirmation says it
+DESTROYS = "Everything stored there is destroyed"
+
+
 def open_device(path: str, *, writes: bool, grant: WriteGrant, offset_bytes: int = 0,
-                size_bytes: int | None = None, direct: bool | None = None) -> LinuxBlockDevice:
+                size_bytes: int | None = None, direct: bool | None = None,
+                consequence: str = DESTROYS) -> LinuxBlockDevice:
     """A block device or image file on the wall clock, confined to ``[offset, offset + size)``.
 
     ``direct``: True = O_DIRECT required (error if refused), False = buffered,
-    None = O_DIRECT where possible (a warning otherwise).
+    None = O_DIRECT where possible (a warning otherwise). ``consequence``: what the confirmation says the
+    writes do to the data there (a command that saves and restores what it overwrites says so).
     """
     if writes and not grant.allow_write:
         raise SdbenchError(f"refusing to write to {path} without --allow-write on the command line "
@@ -83,7 +89,7 @@ def open_device(path: str, *, writes: bool, grant: WriteGrant, offset_bytes: int
             start, end = dev.offset_bytes, dev.offset_bytes + dev.window_bytes
             what = "device" if dev.is_block else "image file"
             grant.confirm(f"Write test data to {what} {path}{f' ({desc})' if desc else ''}, bytes {start}..{end}? "
-                          f"Everything stored there is destroyed", path)
+                          f"{consequence}", path)
     except BaseException:
         dev.close()
         raise
