@@ -640,40 +640,47 @@ class SdHostDriver(BlockDevice):
         else:
             self._sdio_read_req(lba, count)
 
-    def _sdio_read_req(self, lba: int, count: int, *, single: bool = False) -> None:
-        cont = not single and self._continues("read", lba, count)
-        if cont:
-            t0, name, multi = self.vclock.now_ns(), "DATA", True
-            first_wait = self.card.read_block_gap_ns()
-        else:
-            self._sdio_stop()
-            if self.host.status_before_transfer:
-                self._poll_status(0.0)
-            stream = not single and self._streams("read", count)
-            multi = not single and (stream or count > 1 or self._multi)
-            name = "CMD18" if multi else "CMD17"
-            t0 = self._command(name, lba)
-            first_wait = self.card.read_access_ns()
-            if stream:
-                self._stream = _Stream("read", lba, lba)
-        h = self.host
-        for i in range(count):
-            self._spend(first_wait if i == 0 else self.card.read_block_gap_ns(), "card")
-            self._spend(self.bus.read_block_ns(), "bus")
-            self._sw(h.block_cycles + (h.byte_cycles + h.crc_cycles_per_byte) * SECTOR)
+    def _sdio_begin(self, kind: str, lba: int, count: int, single: bool) -> tuple[int, str, bool, _Stream | None]:
+        """Start a request: continue the open transfer, or end it and send CMD17/CMD18 (reads) or CMD24/CMD25
+        (writes), opening a stream where the host keeps such transfers open. Returns (start time, the command,
+        or "DATA" for a continued transfer, multi-block or not, the open stream or None)."""
+        if not single and self._continues(kind, lba, count):
+            return self.vclock.now_ns(), "DATA", True, self._stream
+        self._sdio_stop()
+        if self.host.status_before_transfer:
+            self._poll_status(0.0)
+        stream = not single and self._streams(kind, count)
+        multi = not single and (stream or count > 1 or self._multi)
+        name = {"read": ("CMD17", "CMD18"), "write": ("CMD24", "CMD25")}[kind][multi]
+        t0 = self._command(name, lba)
+        self._stream = _Stream(kind, lba, lba) if stream else None
+        return t0, name, multi, self._stream
+
+    def _sdio_end(self, t0: int, name: str, lba: int, count: int, st: _Stream | None, multi: bool) -> bool:
+        """Record the data transfer; a stream stays open (True); otherwise a multi-block one stops with CMD12
+        (False: the caller waits for the card)."""
         if name == "DATA":
             self._log_only(t0, name, lba, count * SECTOR)
         else:
             self._event(t0, name, lba, count * SECTOR)
-        st = self._stream
         if st is not None:
             st.next_lba, st.blocks = lba + count, st.blocks + count
-            return
+            return True
         if multi:
             t1 = self._command("CMD12", 0, "R1b")
             self._event(t1, "CMD12", 0)
-        if h.busy_wait == "cmd13":  # the glue checks the card's state after every transfer
-            self._poll_status(0.0)
+        return False
+
+    def _sdio_read_req(self, lba: int, count: int, *, single: bool = False) -> None:
+        t0, name, multi, st = self._sdio_begin("read", lba, count, single)
+        h = self.host
+        gap = self.card.read_block_gap_ns()
+        for i in range(count):
+            self._spend(self.card.read_access_ns() if i == 0 and name != "DATA" else gap, "card")
+            self._spend(self.bus.read_block_ns(), "bus")
+            self._sw(h.block_cycles + (h.byte_cycles + h.crc_cycles_per_byte) * SECTOR)
+        if not self._sdio_end(t0, name, lba, count, st, multi) and h.busy_wait == "cmd13":
+            self._poll_status(0.0)  # the glue checks the card's state after every transfer
 
     def _sdio_write(self, lba: int, count: int, buf_addr: int) -> None:
         if buf_addr % self.host.dma_align_bytes:
@@ -685,38 +692,15 @@ class SdHostDriver(BlockDevice):
             self._sdio_write_req(lba, count)
 
     def _sdio_write_req(self, lba: int, count: int, *, single: bool = False) -> None:
-        cont = not single and self._continues("write", lba, count)
-        st: _Stream | None
-        if cont:
-            t0, name, multi = self.vclock.now_ns(), "DATA", True
-            st = self._stream
-        else:
-            self._sdio_stop()
-            if self.host.status_before_transfer:
-                self._poll_status(0.0)
-            stream = not single and self._streams("write", count)
-            multi = not single and (stream or count > 1 or self._multi)
-            name = "CMD25" if multi else "CMD24"
-            t0 = self._command(name, lba)
-            st = _Stream("write", lba, lba) if stream else None
-            self._stream = st
+        t0, name, multi, st = self._sdio_begin("write", lba, count, single)
         h = self.host
         for i in range(count):
             if i or (st is not None and st.blocks):  # the previous block's busy, waited by the controller
                 self._spend(self.card.write_block_busy_ns(True), "card")
             self._sw(h.block_cycles + (h.byte_cycles + h.crc_cycles_per_byte) * SECTOR)
             self._spend(self.bus.write_block_ns(), "bus")
-        if name == "DATA":
-            self._log_only(t0, name, lba, count * SECTOR)
-        else:
-            self._event(t0, name, lba, count * SECTOR)
-        if st is not None:
-            st.next_lba, st.blocks = lba + count, st.blocks + count
-            return
-        if multi:
-            t1 = self._command("CMD12", 0, "R1b")
-            self._event(t1, "CMD12", 0)
-        self._sdio_wait_busy(self.card.write_done_busy_ns(lba, count, SECTOR, multi))
+        if not self._sdio_end(t0, name, lba, count, st, multi):
+            self._sdio_wait_busy(self.card.write_done_busy_ns(lba, count, SECTOR, multi))
 
     # ---- card initialisation (mount) ----------------------------------------------------
     def initialise(self) -> None:
