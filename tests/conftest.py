@@ -19,6 +19,28 @@ def _private_results_db(tmp_path, monkeypatch):
     monkeypatch.setenv("SDBENCH_DB", str(tmp_path / "results.sqlite"))
 
 
+def write_file(tmp_path: Path, name: str, text: str) -> str:
+    """``text`` as file ``name`` in ``tmp_path``; its path (for scenario and profile files of a test)."""
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def sim_sd_toml(extra: str = "") -> str:
+    """The [sd] tables of a small simulated card (256 MiB, ESP32 SDMMC, 4-bit at 40 MHz), then ``extra``."""
+    return f"""
+[sd]
+media = "sim"
+host = "esp32-sdmmc"
+card = "generic-sdhc"
+capacity_bytes = 268435456
+[sd.bus]
+kind = "sd4"
+clock_hz = 40000000
+{extra}
+"""
+
+
 def run_cmd(*cmd: str) -> subprocess.CompletedProcess:
     return subprocess.run(list(cmd), capture_output=True, text=True)
 

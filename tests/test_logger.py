@@ -6,6 +6,7 @@ import os
 from types import SimpleNamespace
 
 import pytest
+from conftest import sim_sd_toml, write_file
 
 from sdbench import scenarios as scen
 from sdbench.cli import main
@@ -146,30 +147,16 @@ def test_the_replay_without_a_bound_is_the_run():
 
 # ---- simulated cards ---------------------------------------------------------------------------------------
 
-def _write(tmp_path, name: str, text: str) -> str:
-    p = tmp_path / name
-    p.write_text(text)
-    return str(p)
-
-
 def test_a_card_pause_is_named_as_the_cause(tmp_path):
-    path = _write(tmp_path, "pause.toml", """protocol = "logger"
+    path = write_file(tmp_path, "pause.toml", """protocol = "logger"
 [logger]
 duration_s = 0.5
 sync_every_ms = 100.0
-[sd]
-media = "sim"
-host = "esp32-sdmmc"
-card = "generic-sdhc"
-capacity_bytes = 268435456
-[sd.bus]
-kind = "sd4"
-clock_hz = 40000000
-[sd.card_params]
+""" + sim_sd_toml("""[sd.card_params]
 pause_probability = 1.0
 pause_median_ms = 300.0
 pause_sigma = 0.0
-""")
+"""))
     rec = run_scenario(scen.load(path))
     meta = rec.metadata["logger"]
     stall = meta["longest_stall"]

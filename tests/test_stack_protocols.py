@@ -10,6 +10,7 @@ import json
 import os
 
 import pytest
+from conftest import sim_sd_toml, write_file
 
 from sdbench import scenarios as scen
 from sdbench.cli import main
@@ -26,26 +27,6 @@ from sdbench.testing import BlockDeviceSuite
 from sdbench.workloads.registry import protocol
 
 READER = "cdm-usb2-reader-sandisk-extreme-64gb"
-
-
-def _write(tmp_path, name: str, text: str):
-    p = tmp_path / name
-    p.write_text(text)
-    return str(p)
-
-
-def _sim_card(extra: str = "") -> str:
-    return f"""
-[sd]
-media = "sim"
-host = "esp32-sdmmc"
-card = "generic-sdhc"
-capacity_bytes = 268435456
-[sd.bus]
-kind = "sd4"
-clock_hz = 40000000
-{extra}
-"""
 
 
 # ---- fio on every stack ------------------------------------------------------------------------------------
@@ -69,8 +50,8 @@ def test_cdm_on_a_simulated_usb_reader_is_deterministic():
 
 
 def test_the_usb_bridge_costs_time_against_the_bare_card(tmp_path):
-    bare = _write(tmp_path, "bare.toml", 'protocol = "raw"\n' + _sim_card())
-    bridged = _write(tmp_path, "bridged.toml", 'protocol = "raw"\n' + _sim_card('[sd.bridge]\nmode = "multi-sector"'))
+    bare = write_file(tmp_path, "bare.toml", 'protocol = "raw"\n' + sim_sd_toml())
+    bridged = write_file(tmp_path, "bridged.toml", 'protocol = "raw"\n' + sim_sd_toml('[sd.bridge]\nmode = "multi-sector"'))
     r0 = {r.label: r for r in run_scenario(scen.load(bare)).rows}
     r1 = {r.label: r for r in run_scenario(scen.load(bridged)).rows}
     for label in r0:
@@ -80,7 +61,7 @@ def test_the_usb_bridge_costs_time_against_the_bare_card(tmp_path):
 
 
 def test_fio_jobs_from_a_scenario_on_a_simulated_card(tmp_path):
-    path = _write(tmp_path, "jobs.toml", 'protocol = "fio"\n' + _sim_card() + """
+    path = write_file(tmp_path, "jobs.toml", 'protocol = "fio"\n' + sim_sd_toml() + """
 [fio]
 preset = "jobs"
 loops = 2
@@ -115,7 +96,7 @@ loops = 1
     ('[fio]\n[[fio.jobs]]\nbogus = 1', "fio.jobs[0]"),
 ])
 def test_bad_fio_tables_are_one_line(tmp_path, capsys, bad, msg):
-    path = _write(tmp_path, "bad.toml", 'protocol = "fio"\n' + _sim_card() + bad)
+    path = write_file(tmp_path, "bad.toml", 'protocol = "fio"\n' + sim_sd_toml() + bad)
     code = main(["run", path, "--no-save"])
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
@@ -123,13 +104,13 @@ def test_bad_fio_tables_are_one_line(tmp_path, capsys, bad, msg):
 
 
 def test_a_region_past_the_card_is_refused_before_the_run(tmp_path):
-    path = _write(tmp_path, "big.toml", 'protocol = "fio"\n' + _sim_card() + '[fio]\npreset = "cdm"\nsize_bytes = 1073741824')
+    path = write_file(tmp_path, "big.toml", 'protocol = "fio"\n' + sim_sd_toml() + '[fio]\npreset = "cdm"\nsize_bytes = 1073741824')
     with pytest.raises(ConfigError, match="fio.size_bytes"):
         run_scenario(scen.load(path))
 
 
 def test_fio_on_memory_image_and_directory(tmp_path, capsys):
-    mem = _write(tmp_path, "mem.toml", """protocol = "fio"
+    mem = write_file(tmp_path, "mem.toml", """protocol = "fio"
 [sd]
 media = "memory"
 capacity_bytes = 67108864
@@ -142,7 +123,7 @@ size_bytes = 262144
     assert rec.metadata["fio"]["verify"]["sdfat"]["ok"] is True
 
     img = tmp_path / "card.img"
-    path = _write(tmp_path, "img.toml", f"""protocol = "fio"
+    path = write_file(tmp_path, "img.toml", f"""protocol = "fio"
 [sd]
 media = "image"
 path = "{img}"
@@ -170,7 +151,7 @@ runtime_s = 0.05
 # ---- P2 on images, memory, directories ---------------------------------------------------------------
 
 def test_p2_on_memory_has_no_card_power_up(tmp_path):
-    path = _write(tmp_path, "p2mem.toml", """protocol = "p2"
+    path = write_file(tmp_path, "p2mem.toml", """protocol = "p2"
 [sd]
 media = "memory"
 capacity_bytes = 268435456
@@ -226,13 +207,13 @@ def test_p2_needs_the_grant_to_format_an_image(tmp_path, capsys):
     ('[sd.bridge]\n[sd.cache]\nblocks = 8', "sd.cache with sd.bridge"),
 ])
 def test_bad_bridges_are_refused(tmp_path, table, msg):
-    path = _write(tmp_path, "b.toml", 'protocol = "raw"\n' + _sim_card(table))
+    path = write_file(tmp_path, "b.toml", 'protocol = "raw"\n' + sim_sd_toml(table))
     with pytest.raises(ConfigError, match=msg.replace(".", r"\.")):
         run_scenario(scen.load(path))
 
 
 def test_a_bridge_needs_a_simulated_card(tmp_path):
-    path = _write(tmp_path, "m.toml", 'protocol = "raw"\n[sd]\nmedia = "memory"\ncapacity_bytes = 67108864\n'
+    path = write_file(tmp_path, "m.toml", 'protocol = "raw"\n[sd]\nmedia = "memory"\ncapacity_bytes = 67108864\n'
                                       '[sd.bridge]\nmode = "multi-sector"\n')
     with pytest.raises(ConfigError, match="simulated card"):
         run_scenario(scen.load(path))
