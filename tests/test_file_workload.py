@@ -228,10 +228,10 @@ def test_compare_names_the_first_difference():
 
 
 def test_a_full_filesystem_names_the_step_and_file(tmp_path):
-    # SPIFFS in 512 KiB (ESP-IDF's configuration) holds four 88 KB files, not five (docs/protocols.md)
+    # SPIFFS in 512 KiB (ESP-IDF's configuration) holds four 88 KiB files, not five (docs/protocols.md)
     with pytest.raises(FileSystemError, match=r"workload.steps\[2\] \(write /f\{i\}.bin x5\), /f4.bin: spiffs: "
                                               r"file system full"):
-        run_scenario(scen.load("workload-flash-512k-spiffs", ["flash.partition_size_bytes=0x80000"]))
+        run_scenario(scen.load("workload-flash-512k-spiffs", ["workload.size_bytes=90112"]))
 
 
 # ---- checks before any work ---------------------------------------------------------------------------
@@ -424,6 +424,15 @@ def test_the_examples_run(name):
     assert {"format", "mount", "write", "read", "delete"} <= set(ops)
     write = next(r for r in rec.rows if r.op == "write")
     if name.startswith("workload-flash"):
-        assert write.runs == 5 and write.bytes == 90112
+        assert write.runs == 5 and write.bytes == 88000
     else:
         assert write.runs == 2 and write.bytes == 200 and "list" in ops
+
+
+def test_fat_on_512_kib_of_flash_needs_the_512_byte_wear_levelling_sectors():
+    # 4096-byte WL sectors leave 124 sectors, fewer than FatFs formats; refused before any I/O
+    with pytest.raises(ConfigError, match="124 sectors of 4096 B are too small for FAT"):
+        run_scenario(scen.load("workload-flash-512k-fat", ["flash.wl.sector_size_bytes=4096",
+                                                           "flash.fat.sector_size_bytes=4096"]))
+    with pytest.raises(ConfigError, match="flash.fat.sector_size_bytes = 512 B but the device has 4096 B"):
+        run_scenario(scen.load("workload-flash-512k-fat", ["flash.wl.sector_size_bytes=4096"]))

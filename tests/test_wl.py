@@ -187,6 +187,63 @@ def test_bad_wl_configs_are_config_errors():
     tiny = MemoryDevice(Geometry(sector_size=1, sector_count=12 * 1024, erase_size=4096, erase_value=0xFF))
     with pytest.raises(ConfigError, match="too small"):
         WearLevelling(tiny)
-    with pytest.raises(ConfigError, match="4096"):
-        from sdbench.options import from_mapping
-        from_mapping(WlConfig, {"sector_size_bytes": 512})
+    from sdbench.options import from_mapping
+    with pytest.raises(ConfigError, match="512, 4096"):
+        from_mapping(WlConfig, {"sector_size_bytes": 1024})
+
+
+# ---- 512-byte sectors (WL_Ext_Perf) ----------------------------------------------------------------------
+
+WL512 = WlConfig(sector_size_bytes=512)
+
+
+class TestWearLevelling512Conformance(BlockDeviceSuite):
+    def make_device(self):
+        return stack(strict=True, wl=WL512)[2]
+
+
+def test_512_byte_mode_keeps_the_4096_byte_layout_and_shows_512_byte_sectors():
+    _, _, w4 = stack()
+    _, _, w5 = stack(wl=WL512)
+    assert (w5.state_size, w5.cfg_size, w5.flash_size) == (w4.state_size, w4.cfg_size, w4.flash_size)
+    assert w5.geometry.sector_size == 512 and w5.geometry.sector_count == w4.flash_size // 512
+    assert w5.wl_sector == 4096 and w5.geometry.erase_size == 512
+
+
+def test_512_byte_write_reads_keeps_and_programs_back_the_rest_of_the_flash_sector():
+    _, drv, wl = stack(strict=True, wl=WL512)
+    rng = random.Random(5)
+    whole = rng.randbytes(4096)
+    e0, r0 = drv.stats.erases, drv.stats.reads
+    wl.write(8, whole)                     # flash sector 1, whole: one erase, nothing read back
+    assert (drv.stats.erases - e0, drv.stats.reads - r0) == (1, 0)
+    new = rng.randbytes(1024)
+    e0, r0, w0 = drv.stats.erases, drv.stats.reads, drv.stats.writes
+    wl.write(11, new)                      # sectors 11-12 inside flash sector 1: 6 pieces kept
+    assert (drv.stats.erases - e0, drv.stats.reads - r0) == (1, 6)
+    assert drv.stats.writes - w0 == 6 + 1  # the kept pieces, then the new data in one program call
+    assert wl.read(8, 8) == whole[:1536] + new + whole[2560:]
+
+
+def test_512_byte_mode_counts_one_wl_access_per_flash_sector_erased():
+    _, _, wl = stack(wl=WlConfig(sector_size_bytes=512, updaterate=4))
+    for lba in range(0, 8 * 8, 2):         # 32 writes of 2 sectors: 4 per flash sector, 8 flash sectors
+        wl.write(lba, bytes([lba]) * 1024)
+    assert wl.moves == 32 // 4
+    for lba in range(0, 64, 2):
+        assert wl.read(lba, 2) == bytes([lba]) * 1024
+
+
+def test_512_byte_reads_that_cross_a_page_stay_right_while_the_dummy_moves():
+    _, _, wl = stack(wl=WlConfig(sector_size_bytes=512, updaterate=1))
+    n = wl.geometry.sector_count
+    rng = random.Random(9)
+    shadow = bytearray(rng.randbytes(n * 512))
+    wl.write(0, bytes(shadow))
+    for _ in range(300):                   # every erase moves the dummy: reads keep crossing it
+        lba = rng.randrange(n - 8)
+        data = rng.randbytes(512 * rng.randint(1, 8))
+        wl.write(lba, data)
+        shadow[lba * 512:lba * 512 + len(data)] = data
+        at = rng.randrange(n - 9)
+        assert wl.read(at, 9) == bytes(shadow[at * 512:(at + 9) * 512])

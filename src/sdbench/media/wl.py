@@ -24,7 +24,22 @@ Mechanism, as ESP-IDF implements it with 4096-byte sectors:
   is recovered by scanning position records.  Unmount (:meth:`close`) forces
   one dummy move, as ``wl_unmount`` does through ``flush()``.
 
-The 512-byte sector modes (WL_Ext_Perf / WL_Ext_Safe) are not modelled.
+512-byte sectors (``WL_Ext_Perf``, ESP-IDF's ``CONFIG_WL_SECTOR_SIZE_512`` in
+performance mode): WL_Flash below still works in 4096-byte flash sectors (the
+layout above is the same); the filesystem sees 512-byte sectors.  Erasing part
+of a flash sector reads the 512-byte pieces that stay (one ``wl_read`` each),
+erases the whole flash sector (one WL access) and programs the pieces back;
+sectors the range covers whole are erased directly.  Safety mode
+(``WL_Ext_Safe``, which first saves the pieces to a spare sector) is not
+modelled.
+
+``wl_read``/``wl_write`` map one WL page at a time.  ESP-IDF maps the start of
+each page-sized piece of the request, which for a request that starts inside a
+page puts the piece's tail in the next *physical* page; the model splits a
+request at the page boundaries of the logical address instead, so each piece is
+mapped on its own (the same calls for page-aligned requests, one more flash
+read or program where an unaligned request crosses a page).
+
 Records use ESP-IDF's layout and CRC (crc32_le with seed 0xFFFFFFFF, which is
 zlib's CRC-32).
 """
@@ -55,8 +70,9 @@ def crc32_le(data: bytes, seed: int = CRC_SEED) -> int:
 
 @dataclass(frozen=True)
 class WlConfig:
-    sector_size_bytes: int = opt(4096, unit="B", choices=(4096,),
-                                 help="sector size the filesystem sees (the 512-byte modes are not modelled)")
+    sector_size_bytes: int = opt(4096, unit="B", choices=(512, 4096),
+                                 help="sector size the filesystem sees (512: CONFIG_WL_SECTOR_SIZE_512, performance mode; "
+                                      "erases stay 4096 B)")
     page_size_bytes: int = opt(4096, unit="B", min=4096,
                                help="wl_page_size: unit the dummy moves by (a multiple of the flash sector)")
     updaterate: int = opt(16, unit="erases", min=1, help="sector erases between two moves of the dummy sector")
@@ -75,9 +91,15 @@ class WlConfig:
         if self.page_size_bytes % sec:
             raise ValueError(f"page_size_bytes = {self.page_size_bytes} B is not a multiple of "
                              f"sector_size_bytes = {sec} B")
-        if sec % self.temp_buff_bytes:
-            raise ValueError(f"temp_buff_bytes = {self.temp_buff_bytes} B does not divide sector_size_bytes = "
-                             f"{sec} B (a dummy move copies a sector in pieces of this size)")
+        if self.page_size_bytes % self.temp_buff_bytes:
+            raise ValueError(f"temp_buff_bytes = {self.temp_buff_bytes} B does not divide page_size_bytes = "
+                             f"{self.page_size_bytes} B (a dummy move copies a page in pieces of this size)")
+
+
+def flash_sector_bytes(cfg: WlConfig, erase_size: int) -> int:
+    """The sector WL_Flash itself works in: the filesystem's sector, or the flash erase sector when the
+    filesystem's is smaller (the 512-byte mode)."""
+    return max(cfg.sector_size_bytes, erase_size)
 
 
 @dataclass(frozen=True)
@@ -91,7 +113,7 @@ class WlLayout:
     @classmethod
     def of(cls, partition_bytes: int, erase_size: int, cfg: WlConfig) -> "WlLayout":
         """The layout for a partition; ConfigError when it cannot hold wear levelling.  No device I/O."""
-        sec = cfg.sector_size_bytes
+        sec = flash_sector_bytes(cfg, erase_size)
         if sec % erase_size:
             raise ConfigError(f"wear levelling sector ({sec} B) is not a multiple of the flash erase size "
                               f"({erase_size} B)")
@@ -151,6 +173,8 @@ class WearLevelling(BlockDeviceWrapper):
         sec = cfg.sector_size_bytes
         full = g.size_bytes
         lay = WlLayout.of(full, g.erase_size, cfg)
+        #: WL_Flash's own sector (the flash erase sector in the 512-byte mode)
+        self.wl_sector = flash_sector_bytes(cfg, g.erase_size)
         state_size, cfg_size, flash_size = lay.state_size, lay.cfg_size, lay.flash_size
         page = cfg.page_size_bytes
         self.config = cfg
@@ -185,16 +209,23 @@ class WearLevelling(BlockDeviceWrapper):
             r += page
         return r
 
+    def _pieces(self, addr: int, size: int) -> list[tuple[int, int]]:
+        """(logical offset into the request, length) of each WL page the request touches."""
+        page = self._page
+        out, off = [], 0
+        while off < size:
+            n = min(size - off, page - (addr + off) % page)
+            out.append((off, n))
+            off += n
+        return out
+
     def wl_read(self, addr: int, size: int, *, buf_addr: int = 0) -> bytes:
         """wl_read: one partition read per WL page, through the mapping."""
         if size <= 0:
             return b""
-        page = self._page
-        count = (size - 1) // page
         out = bytearray()
-        for i in range(count):
-            out += self.inner.read(self.calc_addr(addr + i * page), page, buf_addr=buf_addr)
-        out += self.inner.read(self.calc_addr(addr + count * page), size - count * page, buf_addr=buf_addr)
+        for off, n in self._pieces(addr, size):
+            out += self.inner.read(self.calc_addr(addr + off), n, buf_addr=buf_addr)
         return bytes(out)
 
     def wl_write(self, addr: int, data: bytes | bytearray | memoryview, *, buf_addr: int = 0) -> None:
@@ -203,26 +234,37 @@ class WearLevelling(BlockDeviceWrapper):
         if size == 0:
             return
         self._check_writable()
-        page = self._page
         mv = memoryview(bytes(data))
-        count = (size - 1) // page
-        for i in range(count):
-            self.inner.write(self.calc_addr(addr + i * page), mv[i * page:(i + 1) * page], buf_addr=buf_addr)
-        self.inner.write(self.calc_addr(addr + count * page), mv[count * page:], buf_addr=buf_addr)
+        for off, n in self._pieces(addr, size):
+            self.inner.write(self.calc_addr(addr + off), mv[off:off + n], buf_addr=buf_addr)
 
     def wl_erase_range(self, addr: int, size: int) -> None:
-        """wl_erase_range: every sector counts towards the next dummy move, then is erased."""
+        """wl_erase_range: every flash sector counts towards the next dummy move, then is erased; in the
+        512-byte mode a flash sector the range covers in part keeps its other pieces (read, erase, program back)."""
         self._check_writable()
-        sec = self.config.sector_size_bytes
-        start = addr // sec
-        for i in range(-(-size // sec)):
-            self.erase_sector(start + i)
+        fsec, sec = self.wl_sector, self.config.sector_size_bytes
+        if sec == fsec:
+            start = addr // sec
+            for i in range(-(-size // sec)):
+                self.erase_sector(start + i)
+            return
+        end = addr + size
+        for base in range(addr - addr % fsec, end, fsec):
+            lo, hi = max(addr, base), min(end, base + fsec)
+            if lo == base and hi == base + fsec:
+                self.erase_sector(base // fsec)
+                continue
+            keep = [(a, self.wl_read(a, sec)) for a in range(base, base + fsec, sec) if not lo <= a < hi]
+            self.erase_sector(base // fsec)
+            for a, piece in keep:
+                self.wl_write(a, piece)
 
     def erase_sector(self, sector: int) -> None:
+        """Erase one WL_Flash sector (``wl_sector`` bytes) through the mapping; one access towards a dummy move."""
         self._update_wl()
-        sec = self.config.sector_size_bytes
-        phys = self.calc_addr(sector * sec)
-        self.inner.erase(phys - phys % sec, sec)
+        fsec = self.wl_sector
+        phys = self.calc_addr(sector * fsec)
+        self.inner.erase(phys - phys % fsec, fsec)
 
     def flush(self) -> None:
         """Force one dummy move (what wl_unmount does)."""
@@ -271,7 +313,7 @@ class WearLevelling(BlockDeviceWrapper):
 
     def _config_record(self) -> bytes:
         cfg = self.config
-        fields = [0, self.inner.geometry.size_bytes, self._page, cfg.sector_size_bytes, cfg.updaterate,
+        fields = [0, self.inner.geometry.size_bytes, self._page, self.wl_sector, cfg.updaterate,
                   cfg.pos_record_bytes, cfg.version, cfg.temp_buff_bytes]
         body = struct.pack("<8I", *fields)
         return _CONFIG.pack(*fields, crc32_le(body))

@@ -13,7 +13,7 @@ Every part mounts afresh, as the example does (each mount formats).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from ..clock import VirtualClock
@@ -40,6 +40,8 @@ class SimFlashConfig:
                       help="program/erase times: seeded spread around typical, or always typical/maximum")
     fat: FatConfig = opt(factory=lambda: FatConfig(sector_size_bytes=4096, allocation_unit_bytes=65536, n_fats=2),
                          help="FAT on wear levelling (ESP-IDF: SFD, 4096-byte sectors, AU = target size)")
+    wl: WlConfig = opt(factory=WlConfig,
+                       help="wear levelling under FAT (ESP-IDF WL_Flash); its device id seed is the scenario's seed")
     littlefs: LittleFsConfig = opt(factory=lambda: LittleFsConfig(read_size=128, prog_size=128, block_size=4096,
                                                                   cache_size=512, lookahead_size=128,
                                                                   block_cycles=512),
@@ -79,9 +81,11 @@ class FlashTarget:
                               f"not fit the {chip_prof.capacity_bytes // 1024} KiB chip")
         self.partition = whole.partition(cfg.partition_offset_bytes, cfg.partition_size_bytes)
         self.cfg = cfg
-        self.raw_device = WlRawView(WearLevelling(self.partition, WlConfig(device_id_seed=seed)))
+        wl_cfg = replace(cfg.wl, device_id_seed=seed)
+        self._wl_cfg = wl_cfg
+        self.raw_device = WlRawView(WearLevelling(self.partition, wl_cfg))
         self.fs_factories: dict[str, Callable[[], Any]] = {
-            "flash_fatfs": lambda: FatFileSystem(WearLevelling(self.partition, WlConfig(device_id_seed=seed)),
+            "flash_fatfs": lambda: FatFileSystem(WearLevelling(self.partition, wl_cfg),
                                                  cfg.fat, where="flash.fat"),
             "flash_littlefs": lambda: LittleFsFileSystem(self.partition, cfg.littlefs, where="flash.littlefs"),
         }
@@ -98,7 +102,7 @@ class FlashTarget:
             "flash_raw": (self.raw_device, self.partition)}
         self.meta = {"media": "sim-nor", "chip": to_mapping(chip_prof), "host": to_mapping(host),
                      "partition_offset_bytes": cfg.partition_offset_bytes,
-                     "partition_size_bytes": cfg.partition_size_bytes, "fat": to_mapping(cfg.fat),
+                     "partition_size_bytes": cfg.partition_size_bytes, "wl": to_mapping(wl_cfg), "fat": to_mapping(cfg.fat),
                      "littlefs": to_mapping(cfg.littlefs), "spiffs": cfg.spiffs}
 
     def check_part(self, part: str) -> int | None:
@@ -109,7 +113,7 @@ class FlashTarget:
         if part == "flash_raw":
             return self.raw_device.geometry.size_bytes
         if part == "flash_fatfs":
-            wl_cfg = WlConfig(device_id_seed=self._seed)  # as the flash_fatfs factory builds it
+            wl_cfg = self._wl_cfg  # as the flash_fatfs factory builds it
             wl = WlLayout.of(g.size_bytes, g.erase_size, wl_cfg)
             sec = wl_cfg.sector_size_bytes
             lay = plan_volume(Geometry(sector_size=sec, sector_count=wl.flash_size // sec), self.cfg.fat,
