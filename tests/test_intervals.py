@@ -34,6 +34,16 @@ GENERIC = [*RAW, 'sd.card="generic-sdhc"']
 SMALL_FIT = [*RAW, "sd.card_params.fit_rel_sd={read_access_us=0.02, write_busy_end_us=0.02}"]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _no_model_error():
+    # these tests check the parameters' spread; the model error that widens it has its own tests
+    # (test_model_error.py)
+    population.model_error.cache_clear()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(population, "model_error", lambda: {})
+        yield
+
+
 def _run(overrides, name=SD, **kw):
     return run_scenario(scen.load(name, list(overrides)), ranges=True, **kw)
 

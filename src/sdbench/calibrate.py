@@ -1178,7 +1178,7 @@ _INT_FIELDS = {f.name for cls in (CardProfile, HostProfile, FlashChipProfile, Es
                for f in fields(cls) if f.type in (int, "int")}
 
 #: the words that start the header block `sdbench calibrate` writes into a profile it fitted; the group follows
-FITTED_BY = "fitted by `sdbench calibrate"
+FITTED_BY = profiles.FITTED_MARK
 _FITTED_RE = re.compile(r"fitted by `sdbench calibrate ([^`\s]*)")
 _KEY_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*=")
 

@@ -28,6 +28,15 @@ their protocol's runs option cut to at most :data:`RUNS_CAP` (see
 central × (10th, 90th percentile of member_reduced / central_reduced),
 clipped so that low <= central <= high.  Everything is deterministic: the
 same scenario and seed give the same ranges.
+
+**Model error.**  Parameters are not the only uncertainty: a mechanism the
+model lacks or gets wrong shows as the error of predictions on rows no fit
+used.  ``sdbench calibrate`` measures it on the train rows no fit group uses
+(the root mean square of log(predicted / measured), for reads and for writes
+apart: writes meet the card's internal work, which the model knows least) and
+writes it to ``data/model-error.toml``; :func:`widen` adds it to every simulated row's
+range in quadrature with the parameters' spread, on each side, in log space.
+A simulated row with nothing else to vary gets the model error alone.
 """
 from __future__ import annotations
 
@@ -39,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from . import profiles
-from .media.sim.card import CardProfile
+from .media.sim.card import NOT_TIMING, CardProfile
 from .media.sim.esp_flash import load_esp_flash_host
 from .media.sim.nor import load_chip_profile
 from .options import apply_overrides
@@ -60,10 +69,10 @@ MIN_MEMBERS = 2
 #: members drawn from a fit's uncertainty
 FIT_MEMBERS = 10
 #: card fields a population member never carries: what the card is, how big, what its bus allows
-NOT_VARIED = frozenset({"name", "description", "speed_class", "uhs_bus", "capacity_bytes",
-                        "default_speed_max_clock_hz", "high_speed_max_clock_hz", "fit_rel_sd"})
-#: the header `sdbench calibrate` writes into a profile it fitted
-FITTED_MARK = "fitted by `sdbench calibrate"
+NOT_VARIED = NOT_TIMING
+FITTED_MARK = profiles.FITTED_MARK
+#: where `sdbench calibrate` records the model error (see the module's docstring)
+MODEL_ERROR_FILE = "model-error.toml"
 
 
 @dataclass(frozen=True)
@@ -354,6 +363,54 @@ def ranges(central: tuple[Row, ...], central_reduced: tuple[Row, ...],
             outside[row.label] = "pessimistic"
         out.append(row.with_range(min(row.time_ms * q_lo, row.time_ms), max(row.time_ms * q_hi, row.time_ms)))
     return Ranged(tuple(out), outside)
+
+
+#: row ops that program the medium; every other op (read, mount, open, ...) counts as a read
+WRITING_OPS = frozenset({"write", "append", "sync", "format", "delete", "truncate", "rename", "mkdir", "create",
+                         "rotate", "trim", "erase"})
+#: the kinds of row the model error is measured for
+ERROR_KINDS = ("read", "write")
+
+
+def error_kind(op: str) -> str:
+    """"write" for a row that programs the medium (any op with "write" in it too: randwrite, rw), else "read"."""
+    return "write" if op in WRITING_OPS or "write" in op or op in ("rw", "randrw") else "read"
+
+
+@lru_cache(maxsize=1)
+def model_error() -> dict[str, float]:
+    """The model error `sdbench calibrate --model-error` recorded, per kind of row (:func:`error_kind`): σ of
+    log(predicted / measured); empty when not recorded."""
+    import tomllib
+
+    try:
+        doc = tomllib.loads((profiles.DATA / MODEL_ERROR_FILE).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+    out = {}
+    for kind in ERROR_KINDS:
+        v = doc.get(f"log_rel_sd_{kind}")
+        if _numeric(v) and math.isfinite(v) and v >= 0:
+            out[kind] = float(v)
+    return out
+
+
+def widen(rows: tuple[Row, ...], log_sd: dict[str, float], z: float = Z90) -> tuple[Row, ...]:
+    """Each row's range widened by the model error of its kind: on each side, the log distance from the
+    central figure to the end and ``z * σ`` added in quadrature (a row without a range gets ±``z * σ``).
+    Rows with a central figure of 0, or of a kind without a recorded error, keep what they have."""
+    out = []
+    for row in rows:
+        c = row.time_ms
+        m = z * log_sd.get(error_kind(row.op), 0.0)
+        if not c > 0 or m <= 0:
+            out.append(row)
+            continue
+        lo, hi = row.time_ms_range if row.time_ms_range is not None else (c, c)
+        d_lo = math.log(c / lo) if lo > 0 else math.inf
+        d_hi = math.log(hi / c) if hi > 0 else 0.0
+        out.append(row.with_range(c * math.exp(-math.hypot(d_lo, m)), c * math.exp(math.hypot(d_hi, m))))
+    return tuple(out)
 
 
 def describe(pl: Plan, used: int, planned: int) -> str:

@@ -11,6 +11,8 @@ from .options import from_mapping, is_shipped_name, parse_toml, read_toml_file
 
 DATA = resources.files("sdbench") / "data"
 T = TypeVar("T")
+#: the header `sdbench calibrate` writes into a profile it fitted
+FITTED_MARK = "fitted by `sdbench calibrate"
 
 
 #: help of the ``fit_rel_sd`` field every fitted profile kind declares

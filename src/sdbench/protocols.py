@@ -89,7 +89,23 @@ def _run_once(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
 
 
 def with_ranges(sc: Scenario, rec: RunRecord) -> RunRecord:
-    """``rec`` (the full run of ``sc``) with the range of each simulated row and ``metadata["range"]``.
+    """``rec`` (the full run of ``sc``) with the range of each simulated row and ``metadata["range"]``: the
+    parameters' spread (:func:`_param_ranges`) widened by the model error `sdbench calibrate` recorded
+    (:func:`sdbench.population.widen`)."""
+    out = _param_ranges(sc, rec)
+    log_sd = population.model_error()
+    if rec.clock != "virtual" or not log_sd:
+        return out
+    info = dict(out.metadata.get("range", {}))
+    info["model_log_sd"] = log_sd
+    if info.get("method") == "none":
+        info["method"] = "model-error"
+    return replace(out, rows=population.widen(out.rows, log_sd),
+                   metadata={**out.metadata, "range": info})
+
+
+def _param_ranges(sc: Scenario, rec: RunRecord) -> RunRecord:
+    """``rec`` with the range of each simulated row from its parameters' spread and ``metadata["range"]``.
 
     The central figures stay as they are.  The central scenario and every member then run with the protocol's
     runs option reduced (:func:`sdbench.population.budget`), and each row's range is the central figure times

@@ -22,7 +22,6 @@ from __future__ import annotations
 import csv
 import math
 import re
-import statistics
 import textwrap
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -34,13 +33,14 @@ from .calibrate import (FITTED_BY, FitGroup, FitStep, Measurement, Param, Uncert
 from .errors import ConfigError, SdbenchError
 from .importers import parse_text, read_text
 from .importers.validate import printable
-from .media.sim.card import CardProfile
+from .media.sim.card import NOT_TIMING, CardProfile
 from .options import from_mapping
 from .output_files import check_writable_output, write_atomically
 from .protocols import run_scenario
 from .records import Row
 from .scenarios import Scenario
 from .scenarios import load as load_scenario
+from .stack.sd import card_population
 from .workloads.espidf import PART_NAMES
 from .workloads.registry import protocol
 
@@ -139,8 +139,7 @@ FIELD_BOUNDS: dict[str, tuple[float, float]] = {
 }
 
 #: card fields that are not timing: never from the population (the scenario's card, or what the command says)
-NOT_POPULATION = frozenset({"name", "description", "speed_class", "uhs_bus", "capacity_bytes", "erased_byte",
-                            "default_speed_max_clock_hz", "high_speed_max_clock_hz", "fit_rel_sd"})
+NOT_POPULATION = NOT_TIMING
 #: timed calls per row while the fit searches (the runs of the measurements come back for the last steps)
 SEARCH_RUNS = 10
 #: units of the measurements CSV (docs/calibration.md)
@@ -175,27 +174,12 @@ def assign_fields(mechanisms: dict[str, list[str]]) -> dict[str, str]:
 
 # ---- the population ---------------------------------------------------------------------------------------
 
-def _first_comment(text: str) -> str:
-    return next((ln for ln in text.splitlines() if ln.strip().startswith("#")), "")
-
-
 def population() -> tuple[dict[str, Any], tuple[str, ...]]:
-    """(field -> median over the shipped fitted card profiles, their names): the profiles whose first comment
-    says "fitted by `sdbench calibrate"; integer fields take the lower median (a value a card has)."""
-    names = tuple(n for n in profiles.shipped("cards")
-                  if FITTED_BY in _first_comment((profiles.DATA / "cards" / f"{n}.toml").read_text()))
-    if not names:
-        raise SdbenchError("no fitted card profile is shipped to take population values from")
-    cards = [profiles.load(CardProfile, "cards", n, what="card profile") for n in names]
-    med: dict[str, Any] = {}
-    for f in fields(CardProfile):
-        vals = [getattr(c, f.name) for c in cards]
-        if f.name in NOT_POPULATION or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                               for v in vals):
-            continue
-        med[f.name] = statistics.median_low(vals) if all(isinstance(v, int) for v in vals) \
-            else float(statistics.median(vals))
-    return med, names
+    """(field -> median over the shipped fitted card profiles, their names) (:func:`card_population`)."""
+    try:
+        return card_population()
+    except ConfigError as e:
+        raise SdbenchError(str(e)) from None
 
 
 # ---- reading the measurements ---------------------------------------------------------------------------
@@ -458,7 +442,8 @@ def calibrate_card(path: Path, setup: str, *, card: str, capacity_bytes: int | N
     population_fields: dict[str, Any] = {}
     from_scenario: list[str] = []
     for f in fields(CardProfile):
-        if f.name in ("name", "description", "speed_class", "uhs_bus", "fit_rel_sd") or f.name in pinned_params:
+        if f.name in ("name", "description", "timing_from", "speed_class", "uhs_bus", "fit_rel_sd") \
+                or f.name in pinned_params:
             continue
         if f.name == "capacity_bytes":
             base[f.name] = cap

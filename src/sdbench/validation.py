@@ -125,7 +125,7 @@ def compare_row(m: Measurement, r: Row | None, group: str) -> dict[str, Any]:
     return {"scenario": m.scenario, "row": m.row, "level": row_level(m), "split": m.split, "group": group,
             "unit": m.unit, "measured": m.value, "predicted": pred, "error": err,
             "range": None if rng is None else [rng[0], rng[1]], "inside": inside(m.value, rng),
-            "emitted": r is not None}
+            "emitted": r is not None, "op": r.op if r is not None else ""}
 
 
 def validate_rows(meas: list[Measurement], names: list[str] | None = None,
@@ -336,3 +336,65 @@ def cross_validate(meas: list[Measurement], cards: Sequence[str] | None = None, 
                     "meets_target": overall is not None and overall <= CROSS_TARGET, "by_level": by_level},
         "not_emitted": [f"{r['scenario']}: {r['row']}" for r in rows if not r["emitted"]],
     }
+
+
+# ---- model error -----------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class ModelError:
+    """The error of the model's predictions on train rows no fit group uses, per kind of row (read, write:
+    :func:`sdbench.population.error_kind`)."""
+
+    log_rel_sd: dict[str, float]                             # kind -> root mean square of log(predicted / measured)
+    rows: tuple[tuple[str, str, str, float, float], ...]     # (kind, scenario, row, measured, predicted)
+    #: share of the rows inside ±z90·σ of their kind, σ taken from the other rows of that kind only
+    loo_coverage: float
+
+
+#: fewest rows of a kind its model error is measured from
+MIN_ERROR_ROWS = 3
+
+
+def model_error(rows: list[dict[str, Any]]) -> ModelError:
+    """The model error from :func:`validate_rows`' rows (their train-prediction group); ConfigError when a kind
+    of row has fewer than :data:`MIN_ERROR_ROWS` compared rows."""
+    import math
+
+    from .population import ERROR_KINDS, Z90, error_kind
+
+    used = [r for r in rows if r["group"] == TRAIN_PREDICTION and r["measured"] and r["predicted"]
+            and r["measured"] > 0 and r["predicted"] > 0]
+    sd: dict[str, float] = {}
+    inside_: list[bool] = []
+    out = []
+    for kind in ERROR_KINDS:
+        mine = [r for r in used if error_kind(r["op"]) == kind]
+        if len(mine) < MIN_ERROR_ROWS:
+            raise ConfigError(f"the model error of {kind}s needs at least {MIN_ERROR_ROWS} train rows that no fit "
+                              f"group uses; {len(mine)} were compared")
+        logs = [math.log(r["predicted"] / r["measured"]) for r in mine]
+        sd[kind] = math.sqrt(math.fsum(x * x for x in logs) / len(logs))
+        for i, x in enumerate(logs):
+            others = logs[:i] + logs[i + 1:]
+            inside_.append(abs(x) <= Z90 * math.sqrt(math.fsum(y * y for y in others) / len(others)))
+        out += [(kind, r["scenario"], r["row"], r["measured"], r["predicted"]) for r in mine]
+    return ModelError(sd, tuple(out), sum(inside_) / len(inside_))
+
+
+def model_error_toml(me: ModelError) -> str:
+    """The text of ``data/model-error.toml``."""
+    import json
+    import math
+
+    lines = ["# fitted by `sdbench calibrate --model-error`: the error of predictions on the train rows no fit group",
+             "# uses, as the root mean square of log(predicted / measured), for rows that read and rows that write;",
+             "# every simulated range adds it in quadrature (sdbench.population.widen).",
+             *(f"log_rel_sd_{k} = {v:.4f}" for k, v in me.log_rel_sd.items()),
+             *(f"rows_{k} = {sum(1 for r in me.rows if r[0] == k)}" for k in me.log_rel_sd),
+             "# share of the rows inside ±1.28 σ when σ comes from the other rows of their kind only",
+             f"leave_one_out_coverage = {me.loo_coverage:.3f}",
+             ""]
+    for kind, s, row, m, p in me.rows:
+        lines += ["[[row]]", f"kind = {json.dumps(kind)}", f"scenario = {json.dumps(s)}", f"row = {json.dumps(row)}",
+                  f"measured = {m:.6g}", f"predicted = {p:.6g}", f"log_error = {math.log(p / m):+.4f}", ""]
+    return "\n".join(lines)

@@ -41,6 +41,9 @@ def register(app: typer.Typer) -> None:
                                            help="With --from: timed calls per row in the fit's runs (default: "
                                                 "the measured rows' runs, else the scenario's)."),
         force: bool = typer.Option(False, "--force", help="With --from: replace an existing output file."),
+        model_error: bool = typer.Option(False, "--model-error",
+                                         help="Measure the model error on the train rows no fit group uses (with "
+                                              "the installed profiles) and write model-error.toml into -o."),
     ) -> None:
         """Fit card and host parameters to the raw-level train rows (scipy least squares) and write profiles.
 
@@ -51,6 +54,9 @@ def register(app: typer.Typer) -> None:
         With --from FILE --setup SCENARIO -o CARD.toml: fit a card profile to your own
         measurements, taken on SCENARIO; fields no measured row tells keep the median of
         the shipped fitted cards.
+
+        With --model-error: run the scenarios of the train rows no fit group uses and record
+        the error of their predictions (model-error.toml); every simulated range includes it.
         """
         progress = None if quiet else (lambda s: typer.echo(s, err=True))
         if from_ is not None or setup is not None:
@@ -62,6 +68,9 @@ def register(app: typer.Typer) -> None:
                 raise SdbenchError(f"{flag} belongs to --from (calibrating a card from your measurements)")
         from ..calibrate import fit, groups, load_measurements, sd_cells, write_results
 
+        if model_error:
+            _model_error(group, data, list_, output, progress)
+            return
         gs = groups()
         if list_:
             typer.echo("| group | scenarios | host | description |")
@@ -95,6 +104,35 @@ def register(app: typer.Typer) -> None:
             for p in paths:
                 typer.echo(f"wrote {p}")
             typer.echo("")
+
+
+def _model_error(group: list[str] | None, data: Path | None, list_: bool, output: Path | None,
+                 progress: object) -> None:
+    from ..calibrate import load_measurements
+    from ..population import MODEL_ERROR_FILE
+    from ..validation import TRAIN_PREDICTION, fitted_rows, model_error, model_error_toml, row_group, validate_rows
+
+    if group or list_:
+        raise SdbenchError("--model-error takes no fit groups and no --list")
+    if output is None:
+        raise SdbenchError("--model-error needs -o DIR (the shipped file is src/sdbench/data/model-error.toml)")
+    if output.exists() and not output.is_dir():
+        raise SdbenchError(f"-o {output}: not a directory")
+    meas = load_measurements(data)
+    fitted = fitted_rows()
+    names = sorted({m.scenario for m in meas if row_group(m, fitted) == TRAIN_PREDICTION})
+    rows, _ = validate_rows(meas, names, progress=progress is not None, ranges=False)
+    me = model_error(rows)
+    output.mkdir(parents=True, exist_ok=True)
+    path = output / MODEL_ERROR_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(model_error_toml(me), encoding="utf-8")
+    tmp.replace(path)
+    for kind, sd in me.log_rel_sd.items():
+        n = sum(1 for r in me.rows if r[0] == kind)
+        typer.echo(f"model error of {kind}s: σ {sd * 100:.1f} % (log) over {n} rows")
+    typer.echo(f"leave-one-out coverage of ±1.28 σ: {me.loo_coverage * 100:.0f} % of {len(me.rows)} rows")
+    typer.echo(f"wrote {path}")
 
 
 def _from_file(group: list[str] | None, data: Path | None, list_: bool, from_: Path | None, setup: str | None,

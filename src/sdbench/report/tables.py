@@ -114,12 +114,18 @@ def range_summary(info: object) -> str:
     method = info.get("method")
     runs = info.get("runs") if isinstance(info.get("runs"), dict) else {}
     at = f", members at {runs['option']} = {runs['members']}" if "option" in runs and "members" in runs else ""
+    sd = info.get("model_log_sd")
+    model = ("model error (σ " + ", ".join(f"{k} {v * 100:.0f} %" for k, v in sd.items()) + " in log)"
+             if isinstance(sd, dict) and sd else "")
     if method == "population":
         return (f"{band} over {info.get('members', '?')} shipped fitted card profiles (the scenario's card "
-                f"{info.get('card', '?')} is uncalibrated){at}")
+                f"{info.get('card', '?')} is uncalibrated){at}" + (f", with the {model}" if model else ""))
     if method == "fit":
         varied = info.get("fit_rel_sd") if isinstance(info.get("fit_rel_sd"), dict) else {}
-        return f"{band} over {info.get('members', '?')} draws from the fit uncertainty of {', '.join(varied)}{at}"
+        return (f"{band} over {info.get('members', '?')} draws from the fit uncertainty of {', '.join(varied)}{at}"
+                + (f", with the {model}" if model else ""))
+    if method == "model-error" and model:
+        return f"{band} of the {model} alone ({info.get('reason', 'nothing else to vary')})"
     return f"none: {info.get('reason', 'not computed')}"
 
 

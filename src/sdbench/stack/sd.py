@@ -7,16 +7,18 @@ names them and may override single fields in ``[sd.host_params]`` /
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import statistics
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from ..clock import VirtualClock
-from ..errors import InternalError
+from ..errors import ConfigError, InternalError
 from .. import profiles
-from ..options import opt, to_mapping
+from ..options import from_mapping, opt, to_mapping
 from ..media.sim.bus import BusConfig, SdBus
-from ..media.sim.card import CardProfile
+from ..media.sim.card import NOT_TIMING, CardProfile
 from ..media.sim.host import HostProfile
 from ..media.sim.sdhost import SdHostDriver
 
@@ -36,7 +38,39 @@ def load_host(name: str, overrides: dict[str, Any] | None = None, base_dir: Path
 
 
 def load_card(name: str, overrides: dict[str, Any] | None = None, base_dir: Path | None = None) -> CardProfile:
-    return profiles.load(CardProfile, "cards", name, overrides, base_dir, what="card profile")
+    """A card profile; one with ``timing_from = "population"`` takes each timing field it does not set from
+    :func:`card_population`."""
+    table = profiles.load_table("cards", name, base_dir, what="card profile")
+    if table.get("timing_from") == "population":
+        table = {**card_population(fitted_only=True)[0], **table}
+    if overrides is not None and not isinstance(overrides, dict):
+        raise ConfigError(f"card profile {name}: overrides must be a table, got {overrides!r:.60}")
+    return from_mapping(CardProfile, {**table, **(overrides or {})}, f"card profile {name}")
+
+
+@functools.lru_cache(maxsize=2)
+def card_population(fitted_only: bool = False) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """(timing field -> median over the shipped fitted card profiles, their names): the profiles whose first
+    comment says they were fitted by `sdbench calibrate`; integer fields take the lower median (a value a card
+    has).  ``fitted_only``: each field's median over the cards that fitted it (named in their ``fit_rel_sd``),
+    and no value for a field no card fitted.  ConfigError when no fitted card is shipped."""
+    def first_comment(text: str) -> str:
+        return next((ln for ln in text.splitlines() if ln.strip().startswith("#")), "")
+
+    names = tuple(n for n in profiles.shipped("cards")
+                  if profiles.FITTED_MARK in first_comment((profiles.DATA / "cards" / f"{n}.toml").read_text()))
+    if not names:
+        raise ConfigError("no fitted card profile is shipped to take population values from")
+    cards = [profiles.load(CardProfile, "cards", n, what="card profile") for n in names]
+    med: dict[str, Any] = {}
+    for f in fields(CardProfile):
+        vals = [getattr(c, f.name) for c in cards if not fitted_only or f.name in c.fit_rel_sd]
+        if f.name in NOT_TIMING or not vals or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                       for v in vals):
+            continue
+        med[f.name] = statistics.median_low(vals) if all(isinstance(v, int) for v in vals) \
+            else float(statistics.median(vals))
+    return med, names
 
 
 @dataclass(frozen=True)

@@ -46,9 +46,18 @@ UHS_BUSES = ("", "UHS-I", "UHS-II", "UHS-III")
 ERASE_ARGS = {"erase": 0, "discard": 1, "fule": 2}
 
 
+#: card fields that say what the card is, how big and what its bus allows, not how long it takes: a population
+#: value (the median of the shipped fitted cards) or a population member never carries them
+NOT_TIMING = frozenset({"name", "description", "timing_from", "speed_class", "uhs_bus", "capacity_bytes",
+                        "erased_byte", "default_speed_max_clock_hz", "high_speed_max_clock_hz", "fit_rel_sd"})
+
+
 @dataclass(frozen=True)
 class CardProfile:
     name: str = opt("generic", help="card name")
+    timing_from: str = opt("", choices=("", "population"),
+                           help="population: each timing field the file does not set is the median of the shipped "
+                                "fitted cards")
     description: str = opt("", help="what card this is and where its figures come from")
     speed_class: str = opt("", help="speed class symbols printed on the card (C2..C10, U1, U3, V6..V90, A1, A2), e.g. "
                                     "\"C10 U3 V30 A2\"; \"\" = not recorded")
