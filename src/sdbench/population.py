@@ -48,13 +48,14 @@ from pathlib import Path
 from typing import Any
 
 from . import profiles
+from .errors import ConfigError
 from .media.sim.card import NOT_TIMING, CardProfile
 from .media.sim.esp_flash import load_esp_flash_host
 from .media.sim.nor import load_chip_profile
 from .options import apply_overrides
 from .records import Row
 from .scenarios import Scenario
-from .stack.sd import load_card, load_host
+from .stack.sd import card_population, load_card, load_host
 from .workloads.registry import protocol
 
 #: the band a range spans: 10th to 90th percentile of the members
@@ -167,8 +168,13 @@ def _numeric(v: Any) -> bool:
 
 @lru_cache(maxsize=1)
 def shipped_population() -> tuple[tuple[CardProfile, ...], tuple[str, ...]]:
-    """The shipped fitted card profiles, by name, and the timing fields in which they differ."""
-    cards = tuple(load_card(n) for n in profiles.shipped("cards") if is_fitted("cards", n))
+    """The shipped fitted card profiles, by name (the cards :func:`card_population` takes its medians over), and
+    the timing fields in which they differ."""
+    try:
+        fitted = card_population()[1]
+    except ConfigError:
+        fitted = ()
+    cards = tuple(load_card(n) for n in fitted)
     names = [f.name for f in fields(CardProfile) if f.name not in NOT_VARIED]
     varied = tuple(n for n in names if all(_numeric(getattr(c, n)) for c in cards)
                    and len({getattr(c, n) for c in cards}) > 1)
