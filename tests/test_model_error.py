@@ -92,3 +92,6 @@ def test_calibrate_model_error_writes_the_file(tmp_path, capsys):
     assert doc["log_rel_sd_read"] == pytest.approx(population.model_error()["read"], abs=1e-4)
     assert main(["calibrate", "--model-error"]) == 2
     assert "needs -o DIR" in capsys.readouterr().err
+    (tmp_path / "sub" / "model-error.toml").mkdir(parents=True)   # not a regular file: refused before the runs
+    assert main(["calibrate", "--model-error", "-o", str(tmp_path / "sub"), "-q"]) == 2
+    assert "is a directory; outputs replace regular files only" in capsys.readouterr().err

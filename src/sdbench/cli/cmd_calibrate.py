@@ -109,6 +109,7 @@ def register(app: typer.Typer) -> None:
 def _model_error(group: list[str] | None, data: Path | None, list_: bool, output: Path | None,
                  progress: object) -> None:
     from ..calibrate import load_measurements
+    from ..output_files import check_writable_output, write_atomically
     from ..population import MODEL_ERROR_FILE
     from ..validation import TRAIN_PREDICTION, fitted_rows, model_error, model_error_toml, row_group, validate_rows
 
@@ -118,16 +119,16 @@ def _model_error(group: list[str] | None, data: Path | None, list_: bool, output
         raise SdbenchError("--model-error needs -o DIR (the shipped file is src/sdbench/data/model-error.toml)")
     if output.exists() and not output.is_dir():
         raise SdbenchError(f"-o {output}: not a directory")
+    path = output / MODEL_ERROR_FILE
+    if output.is_dir():
+        check_writable_output(path)  # before the runs: a path that cannot be written fails now
     meas = load_measurements(data)
     fitted = fitted_rows()
     names = sorted({m.scenario for m in meas if row_group(m, fitted) == TRAIN_PREDICTION})
     rows, _ = validate_rows(meas, names, progress=progress is not None, ranges=False)
     me = model_error(rows)
     output.mkdir(parents=True, exist_ok=True)
-    path = output / MODEL_ERROR_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(model_error_toml(me), encoding="utf-8")
-    tmp.replace(path)
+    write_atomically(path, model_error_toml(me))
     for kind, sd in me.log_rel_sd.items():
         n = sum(1 for r in me.rows if r[0] == kind)
         typer.echo(f"model error of {kind}s: σ {sd * 100:.1f} % (log) over {n} rows")
