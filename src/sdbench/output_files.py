@@ -69,6 +69,18 @@ def check_writable_output(path: Path) -> None:
         raise SdbenchError(f"cannot write {path}: permission denied")
 
 
+def check_profile_output(out: Path, force: bool, flag: str) -> None:
+    """Refuse, before any work, a card profile output (``flag``: the option that named it) that is not a .toml
+    file, exists (without --force) or cannot be written."""
+    shown = str(out).encode("unicode_escape", errors="backslashreplace").decode("ascii")[:80]
+    if out.suffix != ".toml":
+        raise SdbenchError(f"{flag} {shown}: a card profile is a .toml file (sdbench run reads it with "
+                           f"--set sd.card=FILE.toml)")
+    if not force and (out.exists() or out.is_symlink()):
+        raise SdbenchError(f"{shown} exists; pass --force to replace it")
+    check_writable_output(out)
+
+
 def write_atomically(path: Path, data: str | bytes) -> None:
     """Write via a temporary file in the same directory, then rename: never half-written, never a non-file."""
     target = output_target(path)  # again: the path may have changed since check_writable_output

@@ -35,7 +35,7 @@ from .importers import parse_text, read_text
 from .importers.validate import printable
 from .media.sim.card import NOT_TIMING, CardProfile
 from .options import from_mapping
-from .output_files import check_writable_output, write_atomically
+from .output_files import check_profile_output, write_atomically
 from .protocols import run_scenario
 from .records import Row
 from .scenarios import Scenario
@@ -561,12 +561,7 @@ def _value(v: Any) -> str:
 def check_output(out: Path, force: bool) -> None:
     """Refuse, before any work, an output that is not a .toml file, exists (without --force) or cannot be
     written."""
-    if out.suffix != ".toml":
-        raise SdbenchError(f"-o {printable(str(out))[:80]}: a card profile is a .toml file (sdbench run reads it with "
-                           f"--set sd.card=FILE.toml)")
-    if not force and (out.exists() or out.is_symlink()):
-        raise SdbenchError(f"{printable(str(out))[:80]} exists; pass --force to replace it")
-    check_writable_output(out)
+    check_profile_output(out, force, "-o")
 
 
 def write(fit: UserFit, out: Path, force: bool) -> Path:

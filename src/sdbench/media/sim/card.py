@@ -2,7 +2,9 @@
 
 * Read access: time from the read command to the first data block
   (``read_access_us``), and between blocks of a multi-block read
-  (``read_block_gap_us``, the card fetching the next flash page).
+  (``read_block_gap_us``).  A read that continues past a flash page or an
+  AU boundary pays extra (``read_page_cross_us``, ``read_au_cross_us``):
+  what flashbench's alignment test and ``sdbench probe`` find boundaries by.
 * Writes: busy after a single-block write, per block inside a multi-block write
   (visible when programming is slower than the bus), and at the end of a
   multi-block write (flushing its buffer).
@@ -68,6 +70,12 @@ class CardProfile:
     read_access_us: float = opt(250.0, unit="µs", min=0, max=MAX_TIME_US, help="read command to first data block")
     read_block_gap_us: float = opt(2.0, unit="µs", min=0, max=MAX_TIME_US,
                                    help="extra time per further block of a multi-block read")
+    read_page_cross_us: float = opt(0.0, unit="µs", min=0, max=MAX_TIME_US,
+                                    help="extra time of a read that continues past a flash page boundary (the card "
+                                         "fetches the next page)")
+    read_au_cross_us: float = opt(0.0, unit="µs", min=0, max=MAX_TIME_US,
+                                  help="extra time of a read that continues into the next allocation unit (the card "
+                                       "looks up its mapping)")
     write_busy_single_us: float = opt(400.0, unit="µs", min=0, max=MAX_TIME_US,
                                       help="busy after a single-block write (CMD24)")
     write_busy_block_us: float = opt(10.0, unit="µs", min=0, max=MAX_TIME_US,
@@ -205,6 +213,16 @@ class CardModel:
 
     def read_block_gap_ns(self) -> float:
         return self.p.read_block_gap_us * 1e3
+
+    def read_boundary_ns(self, lba: int, count: int, sector_bytes: int) -> float:
+        """Extra time of one read for the page and AU boundaries strictly inside it."""
+        p = self.p
+        if not (p.read_page_cross_us or p.read_au_cross_us):
+            return 0.0
+        first, last = lba * sector_bytes, (lba + count) * sector_bytes - 1
+        pages = last // p.page_bytes - first // p.page_bytes
+        aus = last // p.au_bytes - first // p.au_bytes
+        return (pages * p.read_page_cross_us + aus * p.read_au_cross_us) * 1e3
 
     # ---- writes ---------------------------------------------------------------------
     def write_block_busy_ns(self, multi: bool) -> float:

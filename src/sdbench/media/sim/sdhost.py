@@ -271,8 +271,12 @@ class SdHostDriver(BlockDevice):
             if cost is None:
                 cost = self._read_costs[key] = self._record_read_cost(count, buf_addr)
             self.vclock.apply(cost)
-            return self.store.read(lba, count)
-        self._read_commands(lba, count, buf_addr)
+        else:
+            self._read_commands(lba, count, buf_addr)
+        # boundaries depend on where the read lies, so they stay out of the per-size cost kept above
+        extra = self.card.read_boundary_ns(lba, count, SECTOR)
+        if extra:
+            self._spend(extra, "card")
         return self.store.read(lba, count)
 
     def _record_read_cost(self, count: int, buf_addr: int) -> Any:
