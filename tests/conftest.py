@@ -92,3 +92,20 @@ def mounted(loopdev, tmp_path, request):
     mkfs_and_mount(dev, request.param, mnt)
     yield dev, img, mnt
     run_cmd("umount", str(mnt))
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def chromium_screenshot(html: Path, tmp_path: Path, height: int):
+    """``html`` rendered by headless Chromium 1280 px wide: the screenshot as an RGB float array."""
+    from matplotlib.image import imread
+
+    shot = tmp_path / "shot.png"
+    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+           f"--user-data-dir={tmp_path / 'profile'}", f"--window-size=1280,{height}", f"--screenshot={shot}",
+           html.as_uri()]
+    proc = subprocess.run(cmd, capture_output=True, timeout=90)
+    assert shot.exists(), proc.stderr.decode(errors="replace")[-500:]
+    shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+    return imread(shot)[..., :3]

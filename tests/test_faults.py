@@ -92,3 +92,14 @@ def test_config_is_checked_where_declared():
         from_mapping(FaultConfig, {"cut_at_op": -1}, "faults")
     with pytest.raises(ConfigError, match="bitflip_probability"):
         from_mapping(FaultConfig, {"bitflip_probability": 2}, "faults")
+
+
+def test_volatile_cache_loses_the_newest_sectors_at_a_cut_and_sync_does_not_save_them():
+    dev, inner = _dev(cut_at_op=4, torn_sectors=0, volatile_sectors=2)
+    for lba in range(3):
+        dev.write(lba, bytes([lba + 1]) * SS)
+    dev.sync()                                            # this card does not empty its cache on a flush
+    with pytest.raises(PowerCut):
+        dev.write(3, b"\x09" * SS)
+    assert inner.read(0, 4) == b"\x01" * SS + b"\xff" * (3 * SS)
+    assert dev.volatile_lost == 2

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import base64
 import re
-import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -16,8 +14,9 @@ from sdbench.records import RunRecord, make_row
 from sdbench.report.html import ReportRun, render
 from sdbench.store import ENV_VAR, open_store
 
+from conftest import CHROMIUM, chromium_screenshot
+
 DATA = Path(__file__).parent / "data"
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 def run(capsys, *args):
@@ -102,20 +101,11 @@ def test_report_errors(capsys, db, tmp_path):
 @pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium")
 def test_report_renders_in_headless_chromium(tmp_path):
-    from matplotlib.image import imread
-
     html = tmp_path / "report.html"
     html.write_text(render([ReportRun("#1", simulated()), ReportRun("#2", simulated(0.7))]))
-    shot = tmp_path / "shot.png"
-    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-           f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,4000", f"--screenshot={shot}",
-           html.as_uri()]
-    proc = subprocess.run(cmd, capture_output=True, timeout=90)
-    assert shot.exists(), proc.stderr.decode(errors="replace")[-500:]
-    img = imread(shot)[..., :3]
+    img = chromium_screenshot(html, tmp_path, 4000)
     assert img.shape[0] >= 3000 and img.shape[1] >= 1200
     assert float(img.std()) > 0.05                               # not blank
     assert (img.mean(axis=2) < 0.5).mean() > 0.002               # text and lines drawn
     blue = (img[..., 2] - img[..., 0]) > 0.35                    # matplotlib's default blue bars: plots loaded
     assert blue.sum() > 2000
-    shutil.rmtree(tmp_path / "profile", ignore_errors=True)

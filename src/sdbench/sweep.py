@@ -194,19 +194,21 @@ def _mp_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def _run_pool(jobs: list[tuple[int, str, list[str]]], workers: int,
-              done: Callable[[int], None]) -> dict[int, dict[str, Any]]:
-    out: dict[int, dict[str, Any]] = {}
+def run_pool(jobs: list[Any], workers: int, done: Callable[[int], None],
+              fn: Callable[[Any], tuple[int, Any]] = _run_indexed) -> dict[int, Any]:
+    """``fn(job) -> (index, result)`` for every job, in ``workers`` processes (``fn`` a module-level
+    function: it is sent to them)."""
+    out: dict[int, Any] = {}
     if workers <= 1:
         for job in jobs:
-            i, rec = _run_indexed(job)
+            i, rec = fn(job)
             out[i] = rec
             done(i)
         return out
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     with ProcessPoolExecutor(max_workers=workers, mp_context=_mp_context()) as ex:
-        futs = [ex.submit(_run_indexed, job) for job in jobs]
+        futs = [ex.submit(fn, job) for job in jobs]
         for f in as_completed(futs):
             i, rec = f.result()
             out[i] = rec
@@ -214,8 +216,8 @@ def _run_pool(jobs: list[tuple[int, str, list[str]]], workers: int,
     return out
 
 
-def _run_dask(jobs: list[tuple[int, str, list[str]]], address: str, workers: int, processes: bool,
-              done: Callable[[int], None]) -> dict[int, dict[str, Any]]:
+def run_dask(jobs: list[Any], address: str, workers: int, processes: bool, done: Callable[[int], None],
+              fn: Callable[[Any], tuple[int, Any]] = _run_indexed) -> dict[int, Any]:
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError:  # pragma: no cover - dask is a dependency
@@ -232,8 +234,8 @@ def _run_dask(jobs: list[tuple[int, str, list[str]]], address: str, workers: int
             except (OSError, TimeoutError) as e:
                 raise SdbenchError(f"cannot reach the Dask scheduler at {address}: {e}") from None
         try:
-            futs = client.map(_run_indexed, jobs, pure=False)
-            out: dict[int, dict[str, Any]] = {}
+            futs = client.map(fn, jobs, pure=False)
+            out: dict[int, Any] = {}
             for f in as_completed(futs):
                 i, rec = f.result()
                 out[i] = rec
@@ -295,10 +297,10 @@ def run_sweep(spec: SweepSpec, *, workers: int | None = None, dask: str | None =
 
     t0 = time.perf_counter()
     if dask:
-        out = _run_dask(jobs, dask, n_workers, dask_processes, done)
+        out = run_dask(jobs, dask, n_workers, dask_processes, done)
         executor = "dask-local" if dask == "local" else f"dask {dask}"
     else:
-        out = _run_pool(jobs, n_workers, done)
+        out = run_pool(jobs, n_workers, done)
         executor = "local"
     wall = time.perf_counter() - t0
     records = []

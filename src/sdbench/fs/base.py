@@ -199,6 +199,14 @@ class FileSystem(ABC):
         self._unmount()
         self.mounted = False
 
+    def crash(self) -> None:
+        """Forget the mounted state without a write, as a power cut leaves it; the device is not touched."""
+        self._crash()
+        self.mounted = False
+
+    def _crash(self) -> None:
+        """Release what the filesystem holds in this process (the default holds nothing beyond the object)."""
+
     def open(self, path: str, mode: str = "r") -> File:
         self._need_mount()
         if mode not in MODES:

@@ -68,6 +68,9 @@ class CostedFileSystem(FileSystem):
     def _mount(self) -> None:
         self.inner.mount()
 
+    def _crash(self) -> None:
+        self.inner.crash()
+
     def _unmount(self) -> None:
         self.inner.unmount()
 

@@ -480,6 +480,13 @@ class FatFileSystem(FileSystem):
             _release_volume()
         self.volume_device.sync()
 
+    def _crash(self) -> None:
+        # FatFs' f_mount(NULL) only unregisters the volume: nothing is written, open files are abandoned
+        self._open_files.clear()
+        with _volume_lock:
+            if _active is not None and _active() is self:
+                _release_volume()
+
     # ---- files ---------------------------------------------------------------------
     def _p(self, path: str) -> bytes:
         try:

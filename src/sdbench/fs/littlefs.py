@@ -190,6 +190,10 @@ def check_geometry(cfg: LittleFsConfig, geometry: Geometry, *, offset_bytes: int
     return blocks
 
 
+#: littlefs' error code for a device that failed
+LFS_ERR_IO = -5
+
+
 class _Context:
     """littlefs block callbacks -> BlockDevice ops (errors kept for a clear message)."""
 
@@ -207,31 +211,38 @@ class _Context:
     def prog_bytes(self, addr: int, data: bytes) -> None:
         self.dev.write(addr // self.ss, data)
 
+    # The binding cannot pass an exception through littlefs (it prints it and goes on), so a failed callback
+    # keeps its cause for _ErrorScope and answers as a failed device does: LFS_ERR_IO, or for a read, zeros
+    # that fail littlefs' checksums.
     def read(self, cfg: Any, block: int, off: int, size: int) -> bytes:
         try:
             return self.read_bytes(self.base + block * self.block_size + off, size)
         except Exception as e:
-            self.error = e
-            raise
+            self.error = self.error or e
+            return bytes(size)
 
     def prog(self, cfg: Any, block: int, off: int, data: bytes) -> int:
         try:
             self.prog_bytes(self.base + block * self.block_size + off, bytes(data))
         except Exception as e:
-            self.error = e
-            raise
+            self.error = self.error or e
+            return LFS_ERR_IO
         return 0
 
     def erase(self, cfg: Any, block: int) -> int:
         try:
             self.dev.erase((self.base + block * self.block_size) // self.ss, self.block_size // self.ss)
         except Exception as e:
-            self.error = e
-            raise
+            self.error = self.error or e
+            return LFS_ERR_IO
         return 0
 
     def sync(self, cfg: Any) -> int:
-        self.dev.sync()
+        try:
+            self.dev.sync()
+        except Exception as e:
+            self.error = self.error or e
+            return LFS_ERR_IO
         return 0
 
 

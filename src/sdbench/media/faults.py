@@ -10,15 +10,18 @@ workload says how many cut points it has).  At the cut operation the medium keep
 
 Then the power is off: every call, reads too, raises :class:`PowerCut` until :meth:`FaultDevice.power_on`,
 so nothing issued after the cut reaches the medium whoever catches the error.  What sits *above* this
-wrapper (a block cache, a bridge's buffer) and was not written is lost with it; what sits *below* keeps its
-own state (a card model's volatile cache is the card model's to lose).
+wrapper (a block cache, a bridge's buffer) and was not written is lost with it.
 
+``volatile_sectors`` models a card that acknowledges writes from a volatile cache and does not empty it
+when the host syncs: at a cut, the newest that many sectors written return to what they held before
+(their old contents are read through the device when written, so a simulated card charges that time).
 Reads may flip one bit per sector with ``bitflip_probability`` (seeded), and ``bad_sectors`` fail every
 read or write that touches them, as a card reports an error.
 """
 from __future__ import annotations
 
 import random
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +41,9 @@ class FaultConfig:
     bitflip_probability: float = opt(0.0, min=0.0, max=1.0, help="chance per sector read of one flipped bit")
     bad_sectors: tuple[int, ...] = opt(factory=tuple, help="sectors whose reads and writes fail (a card's "
                                                             "reported error)")
+    volatile_sectors: int = opt(0, unit="sectors", min=0, max=1 << 20,
+                                help="the medium acknowledges writes from a volatile cache of this many sectors "
+                                     "that sync does not flush; a cut loses them")
     seed: int = opt(1, help="seed of torn lengths and bit flips")
 
 
@@ -55,6 +61,8 @@ class FaultDevice(BlockDeviceWrapper):
         self.powered = True
         self.cut: dict[str, Any] | None = None   # what the cut operation was and how much of it landed
         self.bitflips = 0
+        self._volatile: deque[tuple[int, bytes]] = deque()   # (sector, what it held before), oldest first
+        self.volatile_lost = 0   # sectors a cut returned to their old contents
 
     # ---- power -------------------------------------------------------------------------
     def power_on(self) -> None:
@@ -78,6 +86,11 @@ class FaultDevice(BlockDeviceWrapper):
         return min(k, units) * unit
 
     def _power_off(self, what: str, lba: int, count: int, landed: int) -> None:
+        # the card's volatile cache is gone: newest first, so a sector written twice ends as it was before both
+        while self._volatile:
+            sector, old = self._volatile.pop()
+            self.inner.write(sector, old)
+            self.volatile_lost += 1
         self.powered = False
         self.cut = {"op": self.ops, "what": what, "lba": lba, "sectors": count, "landed_sectors": landed}
         raise PowerCut(f"{self.kind}: power cut during {what} of {count} sector(s) at LBA {lba} (operation "
@@ -110,6 +123,11 @@ class FaultDevice(BlockDeviceWrapper):
         cut = self._change()
         self._check_bad("write", lba, count)
         if not cut:
+            if self.config.volatile_sectors:
+                old = self.inner.read(lba, count)
+                self._volatile.extend((lba + i, old[i * ss:(i + 1) * ss]) for i in range(count))
+                while len(self._volatile) > self.config.volatile_sectors:
+                    self._volatile.popleft()   # written through to the flash for good
             self.inner.write(lba, data, buf_addr=buf_addr)
             return
         landed = self._torn(count, self.geometry.prog_size // ss)

@@ -18,6 +18,7 @@ from ..cache import CacheConfig
 from ..errors import ConfigError
 from ..fs.fat import FatConfig
 from ..fs.littlefs import LittleFsConfig
+from ..media.faults import FaultConfig
 from ..media.realtarget import NO_WRITES, WriteGrant
 from ..options import apply_overrides, from_mapping, is_shipped_name, parse_toml, read_toml_file, to_mapping
 from ..stack import MEDIA, Built, build
@@ -52,6 +53,7 @@ class Scenario:
         kind = table.pop("media", None)
         table.pop("cache", None)  # [sd.cache]: a BlockCache around the device, see build()
         table.pop("bridge", None)  # [sd.bridge]: a USB bridge in front of a simulated card
+        table.pop("faults", None)  # [sd.faults] / [flash.faults]: a fault wrapper on the medium, see build()
         for key in ("allow_write", "yes"):  # a file may describe real media, never grant writing them
             if key in table:
                 raise ConfigError(f"{section}.{key}: permission to write real media comes from the command line "
@@ -78,6 +80,11 @@ class Scenario:
         """``[sd.bridge]`` as an SdBridgeConfig, or None."""
         table = self.sd.get("bridge") if self.sd else None
         return None if table is None else from_mapping(SdBridgeConfig, table, "sd.bridge")
+
+    def faults_config(self, section: str) -> FaultConfig | None:
+        """``[sd.faults]`` or ``[flash.faults]`` as a FaultConfig, or None."""
+        table = getattr(self, section).get("faults") if getattr(self, section) else None
+        return None if table is None else from_mapping(FaultConfig, table, f"{section}.faults")
 
     def clock_kind(self) -> str:
         kinds = {MEDIA[t["media"]].clock for t in (self.sd, self.flash) if t and t.get("media") in MEDIA}

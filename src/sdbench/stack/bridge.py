@@ -9,11 +9,13 @@ microframe) in ``[sd.bridge.link]``.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..clock import VirtualClock
 from ..errors import ConfigError
+from ..media.base import BlockDevice
 from ..media.usbmsc import MODES, UsbMscBridge, UsbMscConfig
 from ..options import opt, to_mapping
 from .sd import SimSdParts
@@ -30,9 +32,14 @@ class SdBridgeConfig:
                              help="USB link and bridge firmware (default: full speed, an MCU)")
 
 
-def build_bridge(cfg: SdBridgeConfig, parts: SimSdParts | None, clock: Any) -> tuple[UsbMscBridge, dict[str, Any]]:
-    """A fresh card from ``parts`` on its own clock, behind the bridge on the stack's ``clock``."""
+def build_bridge(cfg: SdBridgeConfig, parts: SimSdParts | None, clock: Any,
+                 medium_wrap: Callable[[BlockDevice], BlockDevice] | None = None
+                 ) -> tuple[UsbMscBridge, dict[str, Any]]:
+    """A fresh card from ``parts`` on its own clock (inside ``medium_wrap``, if given), behind the bridge on the
+    stack's ``clock``."""
     if parts is None or not isinstance(clock, VirtualClock):
         raise ConfigError("sd.bridge: a bridge goes in front of a simulated card ([sd] media = \"sim\")")
-    card = parts.driver(VirtualClock())
+    card: BlockDevice = parts.driver(VirtualClock())
+    if medium_wrap is not None:
+        card = medium_wrap(card)
     return UsbMscBridge(card, clock, cfg.link, cfg.mode), to_mapping(cfg)

@@ -21,6 +21,7 @@ from ..fs.fat import FatFileSystem
 from ..fs.hostdir import open_directory
 from ..fs.littlefs import LittleFsFileSystem
 from ..media.base import BlockDevice, bottom
+from ..media.faults import FaultDevice
 from ..options import to_mapping
 from .bridge import build_bridge
 from .media import MEDIA
@@ -44,6 +45,9 @@ class Built:
     sd_parts: SimSdParts | None = None
     #: the [sd.cache] configuration (None: no cache)
     sd_cache: CacheConfig | None = None
+    #: the fault wrappers on the media ([sd.faults], [flash.faults]) by section: a power-loss run cuts, powers
+    #: on and remounts through them
+    faults: dict[str, FaultDevice] = field(default_factory=dict)
 
     def close(self) -> None:
         for d in self.devices:
@@ -85,8 +89,22 @@ def _build(sc: Any, devices: list[BlockDevice]) -> Built:
     sd_dev = None
     factories: dict[str, Callable[[], Any]] = {}
     counters: dict[str, tuple[BlockDevice, ...]] = {}
+    faults: dict[str, FaultDevice] = {}
+
+    def fault_wrap(section: str) -> Callable[[BlockDevice], BlockDevice] | None:
+        """The medium of ``section`` inside its fault wrapper, when the scenario has one."""
+        cfg = sc.faults_config(section)
+        if cfg is None:
+            return None
+
+        def wrap(medium: BlockDevice) -> BlockDevice:
+            faults[section] = FaultDevice(medium, cfg)
+            return faults[section]
+        return wrap
+
     if sc.sd:
         kind, cfg = sc.media_config("sd")
+        sd_wrap = fault_wrap("sd")
         sd_dev, meta = MEDIA[kind].build(cfg, sc, clock)
         devices.append(sd_dev)
         sd_parts = meta.pop("parts", None)
@@ -97,9 +115,11 @@ def _build(sc: Any, devices: list[BlockDevice]) -> Built:
             if cache_cfg is not None:
                 raise ConfigError("sd.cache with sd.bridge: a block cache behind a USB bridge is not modelled")
             devices.pop().close()
-            sd_dev, meta["bridge"] = build_bridge(bridge_cfg, sd_parts, clock)
+            sd_dev, meta["bridge"] = build_bridge(bridge_cfg, sd_parts, clock, sd_wrap)
             devices.append(sd_dev)
             host = None  # the filesystem runs on the PC, not on the bridge's MCU
+        elif sd_wrap is not None:
+            sd_dev = devices[-1] = sd_wrap(sd_dev)
         if cache_cfg is not None:
             sd_dev = devices[-1] = BlockCache(sd_dev, cache_cfg)
         stack["sd"] = {**meta, "device": sd_dev.describe()}
@@ -119,7 +139,11 @@ def _build(sc: Any, devices: list[BlockDevice]) -> Built:
     flash_raw = None
     if sc.flash:
         kind, cfg = sc.media_config("flash")
-        flash_target, meta = MEDIA[kind].build(cfg, sc, clock)
+        flash_wrap = fault_wrap("flash")
+        if flash_wrap is not None and not MEDIA[kind].wraps_medium:
+            raise ConfigError(f"flash.faults: media {kind} has no medium to wrap")
+        more = {"medium_wrap": flash_wrap} if flash_wrap is not None else {}
+        flash_target, meta = MEDIA[kind].build(cfg, sc, clock, **more)
         # flash builders return a FlashTarget-like object with the parts' devices and factories
         devices.append(flash_target)  # type: ignore[arg-type]
         stack["flash"] = meta
@@ -132,7 +156,9 @@ def _build(sc: Any, devices: list[BlockDevice]) -> Built:
         factories["dir"] = lambda: dir_fs
     target = Target(sd_device=sd_dev, flash_raw_device=flash_raw, fs_factories=factories,
                     counter_devices=counters)
-    built = Built(target, clock, stack, devices)
+    built = Built(target, clock, stack, devices, faults=faults)
+    for section, fault_dev in faults.items():
+        stack.setdefault(section, {})["faults"] = to_mapping(fault_dev.config)
     if sc.sd:
         built.sd_parts, built.sd_cache = sd_parts, cache_cfg
     return built

@@ -71,7 +71,8 @@ class FlashTarget:
 
     kind = "sim-nor-target"
 
-    def __init__(self, cfg: SimFlashConfig, clock: VirtualClock, seed: int, base_dir: Any = None) -> None:
+    def __init__(self, cfg: SimFlashConfig, clock: VirtualClock, seed: int, base_dir: Any = None,
+                 medium_wrap: Callable[[BlockDevice], BlockDevice] | None = None) -> None:
         chip_prof = load_chip_profile(_path(cfg.chip, base_dir), cfg.chip_params or None)
         host = load_esp_flash_host(_path(cfg.host, base_dir), cfg.host_params or None)
         self.chip = NorFlashChip(chip_prof, clock, NorChipConfig(seed=seed, timing=cfg.timing))
@@ -79,11 +80,13 @@ class FlashTarget:
         if cfg.partition_offset_bytes + cfg.partition_size_bytes > chip_prof.capacity_bytes:
             raise ConfigError(f"flash partition 0x{cfg.partition_offset_bytes:X}+{cfg.partition_size_bytes} B does "
                               f"not fit the {chip_prof.capacity_bytes // 1024} KiB chip")
-        self.partition = whole.partition(cfg.partition_offset_bytes, cfg.partition_size_bytes)
+        self.partition: BlockDevice = whole.partition(cfg.partition_offset_bytes, cfg.partition_size_bytes)
+        if medium_wrap is not None:  # e.g. faults: every filesystem and wear levelling sit above it
+            self.partition = medium_wrap(self.partition)
         self.cfg = cfg
         wl_cfg = replace(cfg.wl, device_id_seed=seed)
         self._wl_cfg = wl_cfg
-        self.raw_device = WlRawView(WearLevelling(self.partition, wl_cfg))
+        self.raw_device = self.fresh_raw_device()
         self.fs_factories: dict[str, Callable[[], Any]] = {
             "flash_fatfs": lambda: FatFileSystem(WearLevelling(self.partition, wl_cfg),
                                                  cfg.fat, where="flash.fat"),
@@ -104,6 +107,11 @@ class FlashTarget:
                      "partition_offset_bytes": cfg.partition_offset_bytes,
                      "partition_size_bytes": cfg.partition_size_bytes, "wl": to_mapping(wl_cfg), "fat": to_mapping(cfg.fat),
                      "littlefs": to_mapping(cfg.littlefs), "spiffs": cfg.spiffs}
+
+    def fresh_raw_device(self) -> WlRawView:
+        """The raw test's device with wear levelling started afresh from what the partition holds (as after a
+        reboot)."""
+        return WlRawView(WearLevelling(self.partition, self._wl_cfg))
 
     def check_part(self, part: str) -> int | None:
         """Check a part's filesystem against the partition without touching the chip (no clock time passes);
@@ -147,8 +155,9 @@ def _spiffs_factory(partition: BlockDevice, table: dict[str, Any]) -> Callable[[
     return lambda: SpiffsFileSystem(partition, cfg)
 
 
-def build_sim_flash(cfg: SimFlashConfig, scenario: Any, clock: Any) -> tuple[FlashTarget, dict[str, Any]]:
+def build_sim_flash(cfg: SimFlashConfig, scenario: Any, clock: Any,
+                    medium_wrap: Callable[[BlockDevice], BlockDevice] | None = None) -> tuple[FlashTarget, dict[str, Any]]:
     if not isinstance(clock, VirtualClock):
         raise InternalError("simulated media need the virtual clock (the stack builder makes one)")
-    t = FlashTarget(cfg, clock, scenario.seed, getattr(scenario, "source_dir", None))
+    t = FlashTarget(cfg, clock, scenario.seed, getattr(scenario, "source_dir", None), medium_wrap)
     return t, t.meta

@@ -97,6 +97,9 @@ class MediaKind:
     build: Callable[..., tuple[Any, dict[str, Any]]]         # (config, scenario, clock) -> (device, metadata)
     clock: str                                               # "wall" or "virtual"
     section: str                                             # the table it belongs in: "sd" (a block device) or "flash"
+    #: its builder takes ``medium_wrap`` and puts it around the medium inside (a flash target's partition);
+    #: otherwise the device it returns is the medium
+    wraps_medium: bool = False
 
 
 #: media kinds: the ``media`` key of [sd] or [flash]
@@ -104,6 +107,6 @@ MEDIA: dict[str, MediaKind] = {
     "memory": MediaKind(MemoryMediaConfig, _build_memory, "wall", "sd"),
     "image": MediaKind(ImageMediaConfig, _build_image, "wall", "sd"),
     "sim": MediaKind(SimSdConfig, build_sim_sd, "virtual", "sd"),
-    "sim-nor": MediaKind(SimFlashConfig, build_sim_flash, "virtual", "flash"),
+    "sim-nor": MediaKind(SimFlashConfig, build_sim_flash, "virtual", "flash", wraps_medium=True),
     "device": MediaKind(DeviceMediaConfig, _build_device, "wall", "sd"),
 }
