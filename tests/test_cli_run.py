@@ -51,6 +51,18 @@ def test_table_format_is_markdown(capsys):
     assert "| label | runs |" in out and "| SD raw write [16 kB label] | 1 |" in out
 
 
+def test_table_has_a_column_for_every_time_component(capsys):
+    # behind a USB bridge the PC's time includes the link: the table says how much
+    code, out, _ = run(capsys, "run", "esp32s3-usbmsc-sdmmc4-40mhz", "--runs", "2", "-f", "table", "-q",
+                       "--no-save", "--no-range")
+    assert code == 0
+    head = next(line for line in out.splitlines() if line.startswith("| label"))
+    assert "| host ms | usb ms | bus ms | card ms |" in head and "rtos ms" not in head
+    row = next(line for line in out.splitlines() if line.startswith("| USB MSC"))
+    usb_ms = float(row.split("|")[head.split("|").index(" usb ms ")])
+    assert usb_ms > 0
+
+
 @pytest.mark.parametrize("args,msg", [
     (["run", "no-such-scenario"], "unknown scenario"),
     (["run", "--set", "espidf.runs=0"], "below the minimum"),

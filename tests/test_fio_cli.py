@@ -224,3 +224,14 @@ def test_dir_target_through_the_cli_leaves_nothing_behind(tmp_path, capsys):
     assert sorted(os.listdir(d)) == ["photo.jpg"]
     assert main(["fio", "--dir", str(d), "--rw", "write", "--size", "1M", "-q", "--keep"]) == 0
     assert "sdbench-job.bin" in os.listdir(d)
+
+
+def test_cdm_default_size_fits_a_small_card(tmp_path, capsys):
+    # CrystalDiskMark's default 1 GiB does not fit a 40 MiB card: the largest of its sizes that does is used
+    img = image(tmp_path, 40 * MIB)
+    js = tmp_path / "cdm.json"
+    assert main(["preset", "cdm", "--device", str(img), "--loops", "1", "--runtime-s", "0.05", "--mode", "read",
+                 "--json", str(js)]) == 0
+    err = capsys.readouterr().err
+    assert "test size 32 MiB" in err
+    assert Results.from_json(js.read_text()).runs[0].metadata["size_bytes"] == 32 * MIB

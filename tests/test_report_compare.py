@@ -69,3 +69,13 @@ def test_card_table_best_follows_the_unit():
     assert (t.unit, t.best) == ("ms", 1) and (k.unit, k.values, k.best) == ("KB/s", (900.0, 1200.0), 1)
     [t2, _] = card_table([r1, r2], "mib_s")
     assert t2.unit == "MiB/s" and t2.best == 1
+
+
+def test_a_zero_is_never_the_best():
+    r1 = RunRecord("a", {}, "wall", (row([0.0, 0.0], "t"),))
+    r2 = RunRecord("b", {}, "wall", (row([1.0, 1.2], "t"),))
+    r3 = RunRecord("c", {}, "wall", (row([2.0, 2.2], "t"),))
+    [t] = card_table([r1, r2, r3])
+    assert t.values[0] == 0.0 and t.best == 1
+    [only] = card_table([r1, RunRecord("d", {}, "wall", (row([0.0], "t"),))])
+    assert only.best is None

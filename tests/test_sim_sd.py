@@ -274,3 +274,23 @@ def test_trace_reaches_the_card_below_a_cache(capsys):
     assert main(["trace", "espidf-esp32-sdmmc4-40mhz", "-n", "3", "--set", "sd.cache.blocks=8",
                  "--row", "SD raw read [16 kB label]"]) == 0
     assert "CMD18" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("bus,driver,want", [("sd4", "sdmmc", 0xB368 << 16), ("sd4", "sdio", 0xB368 << 16),
+                                             ("spi", "sdspi", 0)])
+def test_commands_that_address_the_card_carry_its_rca(bus, driver, want):
+    from sdbench.clock import VirtualClock
+    from sdbench.media.sim.bus import BusConfig, SdBus
+    from sdbench.media.sim.card import CardProfile
+    from sdbench.media.sim.host import HostProfile
+    from sdbench.media.sim.sdhost import SdHostDriver
+
+    host = HostProfile(driver=driver, transaction_cycles=2400, cpu_hz=240_000_000)
+    dev = SdHostDriver(host, SdBus(BusConfig(bus, 20_000_000 if bus == "spi" else 40_000_000)),
+                       CardProfile(capacity_bytes=64 << 20, rca=0xB368), VirtualClock(), log_commands=True)
+    dev.initialise()
+    dev.write(8, bytes(512))
+    args = {e.name: e.arg for e in dev.log}
+    assert args["CMD13"] == want                 # SEND_STATUS: RCA << 16 in SD mode, stuff bits in SPI
+    if bus != "spi":
+        assert args["CMD7"] == args["CMD9"] == want and args["CMD3"] == 0

@@ -228,7 +228,8 @@ def card_table(runs: Sequence[RunRecord], metric: str = "reported") -> list[Metr
             figures = [None if row is None else metric_value(row, "ms") for row in rows]
         unit = next(f[1] for f in figures if f is not None)
         vals = tuple(None if f is None else f[0] for f in figures)
-        present = [(v, i) for i, v in enumerate(vals) if v is not None and not math.isnan(v)]
+        # a zero (a time not measured, a rate of nothing) is never the best of anything
+        present = [(v, i) for i, v in enumerate(vals) if v is not None and not math.isnan(v) and v > 0]
         best = None
         if len(present) >= 2:
             best = (min(present) if lower_is_better(unit) else max(present))[1]

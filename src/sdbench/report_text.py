@@ -9,6 +9,16 @@ def range_text(rng: tuple[float, float] | None, digits: int = 3) -> str:
     return "" if rng is None else f"{rng[0]:.{digits}f}–{rng[1]:.{digits}f}"
 
 
+# breakdown categories shown first, in stack order; others follow alphabetically
+CATEGORY_ORDER = ("host", "rtos", "usb", "bus", "card", "flash", "fs", "other")
+
+
+def categories(rec: RunRecord) -> list[str]:
+    """The time categories any row of ``rec`` has, in stack order."""
+    found = {k for r in rec.rows for k in r.breakdown_ms}
+    return [c for c in CATEGORY_ORDER if c in found] + sorted(found - set(CATEGORY_ORDER))
+
+
 def markdown_table(rec: RunRecord) -> str:
     """The rows as a Markdown table; a "range ms" column (10th–90th percentile of the mean time) follows
     "mean ms" when a row has a range."""
@@ -20,8 +30,9 @@ def markdown_table(rec: RunRecord) -> str:
         head.insert(4, "range ms")
     if figures:
         head.insert(1, "figure")
+    cats = categories(rec) if simulated else []
     if simulated:
-        head += ["host ms", "bus ms", "card ms", "rtos ms", "commands/call"]
+        head += [f"{c} ms" for c in cats] + ["commands/call"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---:" if i else "---" for i in range(len(head))) + "|"]
     def ms(v: float | None) -> str:
         return "" if v is None else f"{v:.3f}"
@@ -36,8 +47,7 @@ def markdown_table(rec: RunRecord) -> str:
             cells.insert(1, f"{r.reported_value:.4g} {unit}")
         if simulated:
             b = r.breakdown_ms
-            cells += [f"{b.get('host', 0):.3f}", f"{b.get('bus', 0):.3f}",
-                      f"{b.get('card', 0) + b.get('flash', 0):.3f}", f"{b.get('rtos', 0):.3f}",
-                      " ".join(f"{k}×{v:g}" for k, v in sorted(r.commands.items()))]
+            cells += [f"{b.get(c, 0):.3f}" for c in cats]
+            cells.append(" ".join(f"{k}×{v:g}" for k, v in sorted(r.commands.items())))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

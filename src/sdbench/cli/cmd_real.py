@@ -12,6 +12,7 @@ results document atomically (temporary file + rename).
 from __future__ import annotations
 
 import io
+import shutil
 import json
 import sys
 import time
@@ -176,6 +177,29 @@ def _finish(rec: RunRecord, json_path: Optional[Path], quiet: bool) -> None:
         raise fiomod.VerifyError("verify failed: " + "; ".join(bad))
 
 
+def _fitting_size(default: int, device: Optional[str], directory: Optional[str], offset: int) -> int:
+    """The default test size, or the largest of CrystalDiskMark's sizes (16 MiB, 32 MiB, ... doubling) below it
+    that fits what the target holds past ``offset`` (a device or image; a directory's free space, with a tenth
+    to spare).  Unknown room, or less than 16 MiB: the default (the run then says why it does not fit)."""
+    try:
+        if device is not None:
+            probe = LinuxBlockDevice(device, allow_write=False)
+            try:
+                room = probe.device_size_bytes - offset
+            finally:
+                probe.close()
+        elif directory is not None:
+            room = shutil.disk_usage(directory).free * 9 // 10
+        else:
+            return default
+    except (OSError, SdbenchError):
+        return default
+    size = default
+    while size > 16 * MIB and size > room:
+        size //= 2
+    return size if size <= room else default
+
+
 def _identity(device: Optional[str]) -> Optional[dict[str, Any]]:
     if device is None:
         return None
@@ -313,7 +337,15 @@ def register(app: typer.Typer) -> None:
             check_writable_output(json_path)
         off = _parse_size_opt(offset, "--offset") or 0
         default_size = {"cdm": 1024 * MIB, "a1": 64 * MIB, "sdfat": fiomod.SDFAT_FILE_BYTES}[preset.value]
-        size_bytes = _parse_size_opt(size, "--size") or default_size
+        size_bytes = _parse_size_opt(size, "--size") or 0
+        if not size_bytes:
+            size_bytes = default_size
+            if preset is not PresetName.sdfat:
+                size_bytes = _fitting_size(default_size, device, directory, off)
+                if size_bytes != default_size and not quiet:
+                    typer.echo(f"note: test size {size_bytes // MIB} MiB, the largest of CrystalDiskMark's sizes "
+                               f"(16 MiB..{default_size // MIB} MiB) that fits the target; --size sets another",
+                               err=True)
         if preset is PresetName.cdm:
             if mode not in ("all", "read", "write"):
                 raise ConfigError(f"--mode {mode!r} is not one of all, read, write")

@@ -5,18 +5,10 @@ from collections.abc import Sequence
 
 from ..compare import Comparison, Metric, cv
 from ..records import Row, RunRecord
+from ..report_text import categories
 from ..store import StoredRun
 from ..store.api import device_of
 from .text import DASH, Table, num, pct
-
-# breakdown categories shown first, in stack order; others follow alphabetically
-CATEGORY_ORDER = ("host", "rtos", "usb", "bus", "card", "flash", "fs", "other")
-
-
-def categories(rec: RunRecord) -> list[str]:
-    found = {k for r in rec.rows for k in r.breakdown_ms}
-    return [c for c in CATEGORY_ORDER if c in found] + sorted(found - set(CATEGORY_ORDER))
-
 
 def runs_table(runs: Sequence[StoredRun]) -> Table:
     t = Table(["id", "created (UTC)", "status", "source", "scenario", "protocol", "clock", "rows", "device",

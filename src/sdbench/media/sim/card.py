@@ -51,7 +51,7 @@ ERASE_ARGS = {"erase": 0, "discard": 1, "fule": 2}
 #: card fields that say what the card is, how big and what its bus allows, not how long it takes: a population
 #: value (the median of the shipped fitted cards) or a population member never carries them
 NOT_TIMING = frozenset({"name", "description", "timing_from", "speed_class", "uhs_bus", "capacity_bytes",
-                        "erased_byte", "default_speed_max_clock_hz", "high_speed_max_clock_hz", "fit_rel_sd"})
+                        "erased_byte", "rca", "default_speed_max_clock_hz", "high_speed_max_clock_hz", "fit_rel_sd"})
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,9 @@ class CardProfile:
     init_ms: float = opt(250.0, unit="ms", min=0, max=MAX_TIME_MS,
                          help="power-up initialisation: ACMD41 loop until ready")
     erased_byte: int = opt(0, min=0, max=255, help="value read back after an erase (DATA_STAT_AFTER_ERASE)")
+    rca: int = opt(0x0001, min=0x0001, max=0xFFFF,
+                   help="relative card address the card gives in CMD3's response; SD-mode commands carry it in "
+                        "bits 31:16")
     default_speed_max_clock_hz: int = opt(25_000_000, unit="Hz", min=100_000,
                                           help="highest bus clock in Default Speed, SD or SPI mode (SD Physical "
                                                "Layer spec: 25 MHz, CSD TRAN_SPEED 0x32)")

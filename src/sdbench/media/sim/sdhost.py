@@ -144,6 +144,8 @@ class SdHostDriver(BlockDevice):
         self.vclock = clock
         self.host, self.bus, self.profile = host, bus, card
         self.card = CardModel(card, seed)
+        # SD-mode commands that address the card carry its RCA in bits 31:16; SPI mode has no addresses
+        self._rca_arg = 0 if bus.is_spi else card.rca << 16
         self.store = MemoryDevice(geometry)
         self.log: list[CommandEvent] | None = [] if log_commands else None
         self.driver = host.driver
@@ -215,7 +217,7 @@ class SdHostDriver(BlockDevice):
             before = self.vclock.now_ns()
             self._tick_wait()  # vTaskDelay(1)
             elapsed += self.vclock.now_ns() - before
-        self._event(t_start, "CMD13", 0, repeat=polls)
+        self._event(t_start, "CMD13", self._rca_arg, repeat=polls)
 
     def _wait_busy_ticks(self, busy_ns: float) -> None:
         """Wait for DAT0 busy with vTaskDelay(1) steps (ESP32 SDMMC host, SCF_WAIT_BUSY)."""
@@ -616,7 +618,7 @@ class SdHostDriver(BlockDevice):
         self._spend((polls - 1) * (host_ns + bus_ns), "card")  # polls that saw the card busy
         self._spend(host_ns, "host")
         self._spend(bus_ns, "bus")
-        self._event(t0, "CMD13", 0, repeat=polls)
+        self._event(t0, "CMD13", self._rca_arg, repeat=polls)
 
     def _sdio_wait_busy(self, busy_ns: float) -> None:
         if self.host.busy_wait == "cmd13":
@@ -717,11 +719,12 @@ class SdHostDriver(BlockDevice):
         t0 = self.vclock.now_ns()
         self._spend(self.card.init_ns(), "card")  # the ACMD41 loop until the card reports ready
         self._event(t0, "ACMD41-loop", 0)
-        rest = [("CMD58", "R3")] if spi else [("CMD2", "R2"), ("CMD3", "R1"), ("CMD7", "R1b")]
-        rest += [("CMD9", "R2"), ("CMD16", "R1")]
-        for name, resp in rest:
-            t0 = self._command(name, 0, resp)
-            self._event(t0, name, 0)
+        rca = self._rca_arg  # CMD7 and CMD9 address the card by the RCA CMD3 gave (SD mode)
+        rest = [("CMD58", "R3", 0)] if spi else [("CMD2", "R2", 0), ("CMD3", "R1", 0), ("CMD7", "R1b", rca)]
+        rest += [("CMD9", "R2", rca), ("CMD16", "R1", 512)]
+        for name, resp, arg in rest:
+            t0 = self._command(name, arg, resp)
+            self._event(t0, name, arg)
 
     def describe(self) -> dict[str, Any]:
         d = super().describe()
