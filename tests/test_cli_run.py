@@ -187,3 +187,12 @@ def test_extends_with_another_media_kind_replaces_the_sd_table(capsys, tmp_path)
     code, out, err = run(capsys, "run", str(sc), "--no-save", "-q")
     assert code == 0, err
     assert "raw sectors write" in out and (tmp_path / "card.img").stat().st_size == 8 << 20
+
+
+def test_p2_summary_reads_as_words_with_units(capsys):
+    code, out, _ = run(capsys, "run", "p2-spi25-350mhz-pny-16gb", "--runs", "1", "-f", "table", "-q", "--no-save",
+                       "--no-range")
+    assert code == 0
+    summary = out[out.index("| summary | value |"):]
+    assert "| SPI byte rate (clock / 8) | 3052 KiB/s |" in summary
+    assert "Raw write: 64 sectors per command vs 1 (throughput gain)" in summary and "_" not in summary

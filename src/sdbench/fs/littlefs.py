@@ -203,6 +203,7 @@ class _Context:
         self.block_size = cfg.block_size
         self.base = base_bytes
         self.error: Exception | None = None
+        self._sector_reads = type(self).read_bytes is _Context.read_bytes
 
     # byte access: one device op per callback (subclasses may address bytes differently)
     def read_bytes(self, addr: int, size: int) -> bytes:
@@ -216,7 +217,10 @@ class _Context:
     # that fail littlefs' checksums.
     def read(self, cfg: Any, block: int, off: int, size: int) -> bytes:
         try:
-            return self.read_bytes(self.base + block * self.block_size + off, size)
+            addr = self.base + block * self.block_size + off
+            if self._sector_reads:  # littlefs reads millions of times: one call less
+                return self.dev.read(addr // self.ss, size // self.ss)
+            return self.read_bytes(addr, size)
         except Exception as e:
             self.error = self.error or e
             return bytes(size)

@@ -153,13 +153,19 @@ class BlockDevice(ABC):
     # ---- public API -------------------------------------------------------------
     def read(self, lba: int, count: int, *, buf_addr: int = 0) -> bytes:
         g = self.geometry
-        self._check_range(lba, count)
-        self._check_align("read", lba, count, g.read_size)
+        ss = g.sector_size
+        # the checks inline (the simulated stacks call this millions of times); the helpers raise the errors
+        if lba < 0 or count < 0 or lba + count > g.sector_count:
+            self._check_range(lba, count)
+        if g.read_size != ss and ((lba * ss) % g.read_size or (count * ss) % g.read_size):
+            self._check_align("read", lba, count, g.read_size)
         data = self._read(lba, count, buf_addr)
-        if len(data) != count * g.sector_size:
-            raise BlockDeviceError(f"{self.kind}: short read at LBA {lba} ({len(data)} of {count * g.sector_size} B)")
-        self.stats.reads += 1
-        self.stats.bytes_read += len(data)
+        n = len(data)
+        if n != count * ss:
+            raise BlockDeviceError(f"{self.kind}: short read at LBA {lba} ({n} of {count * ss} B)")
+        st = self.stats
+        st.reads += 1
+        st.bytes_read += n
         return data
 
     def write(self, lba: int, data: bytes | bytearray | memoryview, *, buf_addr: int = 0) -> None:

@@ -35,6 +35,10 @@ class MemoryDevice(BlockDevice):
 
     def read_bytes(self, offset: int, size: int) -> bytes:
         """Byte-addressed read of the backing store (no stats, no checks)."""
+        ci, co = divmod(offset, CHUNK_BYTES)
+        if co + size <= CHUNK_BYTES:  # within one chunk: one slice
+            chunk = self._chunks.get(ci)
+            return bytes(chunk[co:co + size]) if chunk is not None else bytes([self._fill]) * size
         out = bytearray()
         while size > 0:
             ci, co = divmod(offset, CHUNK_BYTES)

@@ -275,10 +275,22 @@ def summary(rows: list[Row], spi_clock_hz: float) -> dict[str, Any]:
     return out
 
 
+#: what each summary key says, for people (the keys stay as they are in the JSON metadata)
+SUMMARY_NAMES = {
+    "spi_byte_rate_kib_s": "SPI byte rate (clock / 8)",
+    "multi_sector_gain_read": "Raw read: 64 sectors per command vs 1 (throughput gain)",
+    "multi_sector_gain_write": "Raw write: 64 sectors per command vs 1 (throughput gain)",
+    "raw_read_efficiency": "Raw read 64x (32 KB) vs the SPI byte rate",
+    "raw_write_efficiency": "Raw write 64x (32 KB) vs the SPI byte rate",
+    "file_read_256kb_efficiency": "File Read 256KB vs the SPI byte rate",
+    "file_write_32kb_efficiency": "File Write 32KB vs the SPI byte rate",
+}
+
+
 def summary_lines(rec: Any) -> list[tuple[str, str]]:
     """The P2 summary (run metadata ``p2_summary``) as lines with units."""
     out = []
     for k, v in (rec.metadata.get("p2_summary") or {}).items():
         shown = f"{v:.0f} KiB/s" if k.endswith("kib_s") else (f"{v * 100:.0f} %" if "efficiency" in k else f"{v:.2f}x")
-        out.append((k.replace("_", " "), shown))
+        out.append((SUMMARY_NAMES.get(k, k.replace("_", " ")), shown))
     return out

@@ -279,7 +279,7 @@ class SdHostDriver(BlockDevice):
         extra = self.card.read_boundary_ns(lba, count, SECTOR)
         if extra:
             self._spend(extra, "card")
-        return self.store.read(lba, count)
+        return self.store.read_bytes(lba * SECTOR, count * SECTOR)  # checked by this device's read()
 
     def _record_read_cost(self, count: int, buf_addr: int) -> Any:
         real = self.vclock
