@@ -7,12 +7,15 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test test-slow bench clean
 
 $(STAMP): pyproject.toml
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	@echo "== creating $(VENV) and installing sdbench with its pinned dependencies (about a minute, once)"
+	@$(PY) -m venv $(VENV)
+	@$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
+	@$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	@touch $(STAMP)
+	@echo "== installed: $$($(BIN)/sdbench --version)"
 
 demo: $(STAMP)
+	@echo "== sdbench run: the default scenario (ESP-IDF perf_benchmark on a simulated ESP32 SDMMC card)"
 	$(BIN)/sdbench run
 
 test: $(STAMP)

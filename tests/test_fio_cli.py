@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import hashlib
 import io
 import os
@@ -235,3 +236,73 @@ def test_cdm_default_size_fits_a_small_card(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "test size 32 MiB" in err
     assert Results.from_json(js.read_text()).runs[0].metadata["size_bytes"] == 32 * MIB
+
+
+FIO_JOB = """; an existing fio job file
+[global]
+ioengine=libaio
+direct=1
+size=2M
+runtime=1s
+
+[rand-read]
+rw=randread
+bs=4k
+iodepth=2
+numjobs=2
+
+[seq-write]
+readwrite=write
+bs=64k
+"""
+
+
+def test_fio_ini_job_file_runs_and_writes_fio_json(tmp_path, capsys):
+    img = image(tmp_path, 8 * MIB)
+    job = tmp_path / "card.fio"
+    job.write_text(FIO_JOB)
+    out = tmp_path / "fio.json"
+    assert main(["fio", "--device", str(img), "--job", str(job), "--allow-write", "--yes", "-q",
+                 "--fio-json", str(out)]) == 0
+    assert "rand-read read" in capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    jobs = {j["jobname"]: j for j in doc["jobs"]}
+    assert set(jobs) == {"rand-read", "seq-write"}
+    rr, sw = jobs["rand-read"], jobs["seq-write"]
+    assert rr["job options"]["iodepth"] == "4"            # numjobs x iodepth threads
+    assert rr["read"]["total_ios"] > 0 and rr["read"]["iops"] > 0 and rr["write"]["io_bytes"] == 0
+    assert rr["read"]["clat_ns"]["percentile"]["99.000000"] >= rr["read"]["clat_ns"]["min"]
+    assert sw["write"]["io_bytes"] == 2 * MIB and sw["write"]["bw"] == round(sw["write"]["bw_bytes"] / 1024)
+
+
+@pytest.mark.parametrize("text,msg", [
+    ("[j]\nrw=randread\nzonemode=zbd\n", "'zonemode' is not supported"),
+    ("rw=read\n[j]\n", "before the first [section]"),
+    ("[j]\nioengine=windowsaio\n", "ioengine"),
+    ("[global]\nbs=4k\n", "no job section"),
+    ("[j]\nruntime=soon\n", "not a time"),
+    ("[j]\niodepth=many\n", "not a whole number"),
+])
+def test_fio_ini_errors_are_one_line(tmp_path, capsys, text, msg):
+    job = tmp_path / "bad.fio"
+    job.write_text(text)
+    assert main(["fio", "--device", str(image(tmp_path, MIB)), "--job", str(job)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert msg in err and "\n" not in err
+
+
+def test_real_media_runs_are_stored_like_every_run(tmp_path, capsys):
+    from sdbench.store import open_store
+
+    img = image(tmp_path, 8 * MIB)
+    db = tmp_path / "r.sqlite"
+    assert main(["fio", "--device", str(img), "--rw", "randread", "--size", "1M", "--db", str(db)]) == 0
+    assert "saved as run 1" in capsys.readouterr().err
+    assert main(["stream", "--device", str(img), "--size-mib", "1", "--allow-write", "--yes", "-q",
+                 "--db", str(db)]) == 0
+    assert main(["fio", "--device", str(img), "--rw", "read", "--size", "1M", "--no-save", "--db", str(db)]) == 0
+    assert main(["run", "--device", str(img), "--allow-write", "--yes", "--set", "espidf.runs=1", "-q",
+                 "--db", str(db)]) == 0
+    with open_store(db) as store:
+        names = [r.scenario for r in store.list_runs()]
+    assert len(names) == 3 and names[-1] == f"espidf@{img}"

@@ -114,10 +114,12 @@ class WallProgress:
             if time.monotonic() - self.t0 < 1.0:
                 return
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
 
             self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                                 console=Console(stderr=True), transient=True)
             self._bar.start()
             self._task = self._bar.add_task(self.description, total=self.total, completed=self.done)
         self._bar.update(self._task, completed=self.done, description=label[:48])

@@ -69,10 +69,12 @@ class _Progress:
             if time.monotonic() - self.t0 < 1.0:
                 return
             from rich.console import Console
-            from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import (BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
 
             self._bar = Progress(TextColumn("{task.description:<28}"), BarColumn(), TaskProgressColumn(),
-                                 TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                                 console=Console(stderr=True), transient=True)
             self._bar.start()
             self._task = self._bar.add_task(label, total=1000)
         self._bar.update(self._task, completed=int(fraction * 1000), description=label[:28])
@@ -166,12 +168,21 @@ def print_stream_table(rec: RunRecord) -> None:
     _md_table(None, ["Row", "MB/s", "MiB/s", "Passes", "Mean ms/call", "Max ms/call"], rows)
 
 
-def _finish(rec: RunRecord, json_path: Optional[Path], quiet: bool) -> None:
+def _finish(rec: RunRecord, json_path: Optional[Path], quiet: bool, db: Path | None | bool = False) -> None:
+    """Warnings, the JSON file, and the run saved in the results store (``db``: its path, None for the default
+    one, False for --no-save), like every other run."""
     if not quiet:
         for w in rec.warnings:
             typer.echo(f"warning: {w}", err=True)
     if json_path is not None:
         write_atomically(json_path, Results(runs=(rec,)).to_json())
+    if db is not False:
+        from ..store import open_store
+
+        with open_store(str(db) if db is not None else None) as store:
+            rid = store.save(rec)
+        if not quiet:
+            typer.echo(f"saved as run {rid}", err=True)
     bad = fiomod.verify_failures(rec)
     if bad:
         raise fiomod.VerifyError("verify failed: " + "; ".join(bad))
@@ -224,14 +235,19 @@ def register(app: typer.Typer) -> None:
     json_opt = typer.Option(None, "--json", help="Write the results (sdbench results JSON) to FILE.")
     quiet_opt = typer.Option(False, "--quiet", "-q", help="No progress bar or warnings on stderr.")
     keep_opt = typer.Option(False, "--keep", help="Keep the test files created in --dir.")
+    db_opt = typer.Option(None, "--db", help="Results database (default: $SDBENCH_DB or the per-user data "
+                                             "directory).")
+    save_opt = typer.Option(True, "--save/--no-save", help="Save the run in the results database.")
     drop_opt = typer.Option(False, "--drop-caches", help="With --dir and root: sync and drop the kernel caches "
                                                          "before reads.")
 
     @app.command("fio")
     def fio_cmd(
         device: Optional[str] = dev_opt, directory: Optional[str] = dir_opt,
-        job_file: Optional[Path] = typer.Option(None, "--job", help="Job file (TOML): top-level keys are defaults, "
-                                                                    "each table a job."),
+        job_file: Optional[Path] = typer.Option(None, "--job", help="Job file: fio's INI format (*.fio, *.ini, "
+                                                                    "*.job) or TOML (docs/real-media.md)."),
+        fio_json_path: Optional[Path] = typer.Option(None, "--fio-json", help="Also write the results as fio's "
+                                                                             "JSON output (--output-format=json)."),
         name: Optional[str] = typer.Option(None, "--name", help="Job name."),
         rw: Optional[str] = typer.Option(None, "--rw", help="read, write, randread, randwrite or randrw."),
         bs: Optional[str] = typer.Option(None, "--bs", help="Bytes per I/O, e.g. 4k, 1M (default 4k)."),
@@ -249,11 +265,13 @@ def register(app: typer.Typer) -> None:
         verify: Optional[str] = typer.Option(None, "--verify", help="none or crc32c."),
         seed: Optional[int] = typer.Option(None, "--seed", help="Seed for offsets and data."),
         allow_write: bool = aw_opt, yes: bool = yes_opt, json_path: Optional[Path] = json_opt,
+        db: Optional[Path] = db_opt, save: bool = save_opt,
         quiet: bool = quiet_opt, keep: bool = keep_opt, drop_caches: bool = drop_opt,
     ) -> None:
         """fio-like jobs: MiB/s, IOPS and latency percentiles (µs) per job and direction."""
-        if json_path is not None:
-            check_writable_output(json_path)
+        for out in (json_path, fio_json_path):
+            if out is not None:
+                check_writable_output(out)
         cli = {"name": name, "rw": rw, "bs_bytes": _parse_size_opt(bs, "--bs"),
                "size_bytes": _parse_size_opt(size, "--size"), "offset_bytes": _parse_size_opt(offset, "--offset"),
                "iodepth": iodepth, "direct": direct, "runtime_s": runtime_s, "time_based": time_based,
@@ -282,7 +300,11 @@ def register(app: typer.Typer) -> None:
             prog.close()
             _close(target, keep)
         print_fio_table(rec)
-        _finish(rec, json_path, quiet)
+        if fio_json_path is not None:
+            from .. import __version__
+
+            write_atomically(fio_json_path, json.dumps(fiomod.fio_json(rec, __version__), indent=2) + "\n")
+        _finish(rec, json_path, quiet, db if save else False)
 
     @app.command("stream")
     def stream_cmd(
@@ -295,6 +317,7 @@ def register(app: typer.Typer) -> None:
         direct: Optional[bool] = typer.Option(None, "--direct/--buffered", help="O_DIRECT required / page cache."),
         seed: int = typer.Option(0, "--seed", help="Seed for the data."),
         allow_write: bool = aw_opt, yes: bool = yes_opt, json_path: Optional[Path] = json_opt,
+        db: Optional[Path] = db_opt, save: bool = save_opt,
         quiet: bool = quiet_opt, keep: bool = keep_opt, drop_caches: bool = drop_opt,
     ) -> None:
         """Stream N MiB of random data from RAM with sync, read back, verify (MB/s = 10^6 B/s)."""
@@ -314,7 +337,7 @@ def register(app: typer.Typer) -> None:
             prog.close()
             _close(target, keep)
         print_stream_table(rec)
-        _finish(rec, json_path, quiet)
+        _finish(rec, json_path, quiet, db if save else False)
 
     @app.command("preset")
     def preset_cmd(
@@ -329,6 +352,7 @@ def register(app: typer.Typer) -> None:
         offset: Optional[str] = typer.Option(None, "--offset", help="Start of the test region on --device."),
         direct: Optional[bool] = typer.Option(None, "--direct/--buffered", help="O_DIRECT required / page cache."),
         allow_write: bool = aw_opt, yes: bool = yes_opt, json_path: Optional[Path] = json_opt,
+        db: Optional[Path] = db_opt, save: bool = save_opt,
         quiet: bool = quiet_opt, keep: bool = keep_opt, drop_caches: bool = drop_opt,
     ) -> None:
         """Presets: cdm (SEQ1M Q8T1, SEQ1M Q1T1, RND4K Q32T1, RND4K Q1T1), a1 (pass/fail per criterion,
@@ -376,7 +400,7 @@ def register(app: typer.Typer) -> None:
             prog.close()
             _close(target, keep)
         {"cdm": print_cdm_table, "a1": print_a1_table, "sdfat": print_sdfat_table}[preset.value](rec)
-        _finish(rec, json_path, quiet)
+        _finish(rec, json_path, quiet, db if save else False)
         if preset is PresetName.a1 and not rec.metadata["a1"]["pass"]:
             raise typer.Exit(1)
 

@@ -109,14 +109,19 @@ def register(app: typer.Typer) -> None:
                                        f"it runs on: {', '.join(sorted(spec.media))}")
                 sd = {"media": "device", "path": device, "offset_bytes": offset, "size_bytes": size,
                       "direct": "off" if buffered else "auto"}
-                sc = _replace(sc, sd=sd, flash={}, options=_retarget(sc, spec, "device"))
+                # stored as a run of its own: the protocol on that device, not the scenario it started from
+                sc = _replace(sc, sd=sd, flash={}, options=_retarget(sc, spec, "device"),
+                              name=f"{sc.protocol}@{device}",
+                              description=f"{spec.summary}, on {device} (real device or image, wall clock)")
                 sc.media_config("sd")
             elif directory:
                 if "dir" not in spec.media:
                     raise SdbenchError(f"protocol {sc.protocol} does not run in a directory (--dir); "
                                        f"it runs on: {', '.join(sorted(spec.media))}")
                 sc = _replace(sc, sd={}, flash={}, directory=directory, directory_drop_caches=drop_caches,
-                              options=_retarget(sc, spec, "dir"))
+                              options=_retarget(sc, spec, "dir"), name=f"{sc.protocol}@dir:{directory}",
+                              description=f"{spec.summary}, in the directory {directory} (through the OS, wall "
+                                          f"clock)")
             # permission to write real media comes from these flags alone, never from the scenario's data
             loaded.append(_replace(sc, write_grant=grant))
         records = []

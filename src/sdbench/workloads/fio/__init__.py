@@ -48,10 +48,10 @@ from __future__ import annotations
 from .blockengine import BlockEngine, block_run_id
 from .blockport import BlockPort, clock_fields, open_block_port
 from .engine import _Engine, run_job, run_jobs
-from .jobs import RW_MODES, JobConfig, job_from_mapping, load_job_file, parse_size
+from .jobs import RW_MODES, JobConfig, job_from_mapping, load_job_file, parse_fio_ini, parse_size
 from .presets import A1_RAND_READ_IOPS, A1_RAND_WRITE_IOPS, A1_SEQ_WRITE_KIB_S, CDM_TESTS, a1_jobs, run_a1, run_cdm
 from .sdfat import SDFAT_BUF_BYTES, SDFAT_FILE_BYTES, run_sdfat, sdfat_pattern
-from .results import JobResult, LoopResult, job_rows, op_summary
+from .results import JobResult, LoopResult, fio_json, job_rows, op_summary
 from .target import ProgressFn, Target, _fill_random, dir_file_name, lay_out_file
 from .verify import (TRAILER_BYTES, VERIFY_MAGIC, VerifyError, _update_py, check_blocks, crc32c, crc32c_rows,
                      stamp_block, verify_failures)
@@ -61,6 +61,6 @@ __all__ = [
     "JobConfig", "JobResult", "LoopResult", "ProgressFn", "RW_MODES", "SDFAT_BUF_BYTES", "SDFAT_FILE_BYTES",
     "TRAILER_BYTES", "Target", "VERIFY_MAGIC", "VerifyError", "a1_jobs", "block_run_id", "check_blocks",
     "clock_fields", "crc32c", "crc32c_rows", "dir_file_name", "job_from_mapping", "job_rows", "lay_out_file",
-    "load_job_file", "op_summary", "open_block_port", "parse_size", "run_a1", "run_cdm", "run_job", "run_jobs",
+    "fio_json", "load_job_file", "op_summary", "open_block_port", "parse_fio_ini", "parse_size", "run_a1", "run_cdm", "run_job", "run_jobs",
     "run_sdfat", "sdfat_pattern", "stamp_block", "verify_failures",
 ]

@@ -13,14 +13,15 @@ from ...records import MIB
 
 RW_MODES = ("read", "write", "randread", "randwrite", "randrw")
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?(?:e\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 _ALIASES = {"bs": "bs_bytes", "size": "size_bytes", "offset": "offset_bytes", "runtime": "runtime_s",
             "blocksize": "bs_bytes", "readwrite": "rw"}
 _BYTE_FIELDS = ("bs_bytes", "size_bytes", "offset_bytes")
 
 
 def parse_size(value: int | str, what: str = "size") -> int:
-    """``4096``, ``"4k"``, ``"1M"``, ``"64MiB"``, ``"1g"`` -> bytes (k, M, G, T are binary, as in fio)."""
+    """``4096``, ``"4k"``, ``"1M"``, ``"64MiB"``, ``"1g"``, ``"1e6"`` -> bytes (k, M, G, T are binary, as in
+    fio; an exponent is decimal)."""
     if isinstance(value, bool):
         raise ConfigError(f"{what}: expected a size, got {value!r}")
     if isinstance(value, int):
@@ -29,7 +30,7 @@ def parse_size(value: int | str, what: str = "size") -> int:
         return int(value)
     m = _SIZE_RE.match(str(value))
     if not m:
-        raise ConfigError(f"{what}: {value!r} is not a size (e.g. 4096, 4k, 1M, 64MiB)")
+        raise ConfigError(f"{what}: {value!r} is not a size (e.g. 4096, 4k, 1M, 64MiB, 1e6)")
     mult = 1024 ** " kmgt".index(m.group(2).lower() or " ")
     n = float(m.group(1)) * mult
     if not n.is_integer():
@@ -97,9 +98,97 @@ def job_from_mapping(data: dict[str, Any], where: str = "job") -> JobConfig:
     return from_mapping(JobConfig, out, where)
 
 
+#: fio job-file options read from an INI job file, and what they become here ("" = accepted, no effect)
+FIO_INI_KEYS = {"rw": "rw", "readwrite": "rw", "bs": "bs_bytes", "blocksize": "bs_bytes", "size": "size_bytes",
+                "offset": "offset_bytes", "iodepth": "iodepth", "numjobs": "numjobs", "direct": "direct",
+                "runtime": "runtime_s", "time_based": "time_based", "loops": "loops", "rwmixread": "rwmixread",
+                "verify": "verify", "randseed": "seed", "ioengine": "", "filename": "", "group_reporting": "",
+                "name": "", "stonewall": "", "thread": ""}
+#: engines whose I/O these jobs reproduce (synchronous I/O, ``iodepth`` threads)
+FIO_ENGINES = ("psync", "sync", "pvsync", "pvsync2", "libaio", "io_uring", "posixaio")
+_RUNTIME_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s|m|h)?\s*$", re.IGNORECASE)
+
+
+def _fio_runtime(value: str, where: str) -> float:
+    m = _RUNTIME_RE.match(value)
+    if not m:
+        raise ConfigError(f"{where}: runtime {value!r:.30} is not a time (e.g. 30, 30s, 2m)")
+    scale = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}[(m.group(2) or "s").lower()]
+    return float(m.group(1)) * scale
+
+
+def parse_fio_ini(text: str, name: str) -> list[JobConfig]:
+    """Jobs from a fio INI job file: ``[global]`` holds defaults, every other section is a job.  The common
+    options are read (FIO_INI_KEYS); any other is refused by name rather than ignored.  ``numjobs = N`` runs
+    as N threads on one region (fio gives each clone a region of its own)."""
+    sections: list[tuple[str, dict[str, str]]] = []
+    for n, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split(";", 1)[0].split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            sections.append((line[1:-1].strip(), {}))
+            continue
+        if not sections:
+            raise ConfigError(f"{name}:{n}: an option before the first [section]")
+        key, sep, value = line.partition("=")
+        key, value = key.strip().lower(), value.strip()
+        if key not in FIO_INI_KEYS:
+            raise ConfigError(f"{name}:{n}: fio option {key!r:.30} is not supported (supported: "
+                              f"{', '.join(sorted(k for k, v in FIO_INI_KEYS.items() if v))})")
+        sections[-1][1][key] = value if sep else "1"
+    glob: dict[str, str] = {}
+    jobs: list[JobConfig] = []
+    for section, opts in sections:
+        if section.lower() == "global":
+            glob.update(opts)
+            continue
+        merged = {**glob, **opts}
+        where = f"{name}:[{section}]"
+        engine = merged.get("ioengine", "psync")
+        if engine not in FIO_ENGINES:
+            raise ConfigError(f"{where}: ioengine {engine!r:.30} is not one of {', '.join(FIO_ENGINES)}")
+        out: dict[str, Any] = {"name": section}
+        numjobs = 1
+        for key, value in merged.items():
+            field = FIO_INI_KEYS[key]
+            if not field:
+                continue
+            try:
+                if field in _BYTE_FIELDS:
+                    out[field] = parse_size(value, f"{where}.{key}")
+                elif field == "runtime_s":
+                    out[field] = _fio_runtime(value, where)
+                elif field in ("direct", "time_based"):
+                    out[field] = value not in ("0", "false")
+                elif field == "verify":
+                    out[field] = "none" if value in ("0", "none") else value
+                elif field == "rw":
+                    out[field] = value.split(":", 1)[0]
+                elif field == "numjobs":
+                    numjobs = int(value)
+                else:
+                    out[field] = int(value)
+            except ValueError:
+                raise ConfigError(f"{where}: {key} = {value!r:.30} is not a whole number") from None
+        if numjobs < 1:
+            raise ConfigError(f"{where}: numjobs = {numjobs} must be at least 1")
+        out["iodepth"] = out.get("iodepth", 1) * numjobs
+        jobs.append(from_mapping(JobConfig, out, where))
+    if not jobs:
+        raise ConfigError(f"{name}: no job section (only [global])")
+    return jobs
+
+
 def load_job_file(path: str | os.PathLike[str]) -> list[JobConfig]:
-    """Jobs from a TOML file: top-level keys (or a [global] table) are defaults, each other table a job."""
+    """Jobs from a job file: fio's INI format (files named ``*.fio``, ``*.ini``, ``*.job``), or TOML: top-level
+    keys (or a [global] table) are defaults, each other table a job."""
     p = Path(path)
+    if p.suffix.lower() in (".fio", ".ini", ".job"):
+        try:
+            return parse_fio_ini(p.read_text(errors="replace"), p.name)
+        except OSError as e:
+            raise ConfigError(f"cannot read job file {p}: {e.strerror}") from None
     data = read_toml_file(p, "job file")
     glob = {k: v for k, v in data.items() if not isinstance(v, dict)}
     if isinstance(data.get("global"), dict):

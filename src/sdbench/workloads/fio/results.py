@@ -1,12 +1,13 @@
 """Results of a job: per-loop raw figures and the rows and metadata made from them."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ...records import MIB, Row, make_row
+from ...records import MIB, Row, RunRecord, make_row
 from ...stats_latency import LatencyHistogram, throughput_timeline
 from .jobs import JobConfig
 
@@ -86,3 +87,37 @@ def job_rows(res: JobResult, *, label: str | None = None, best_loop: bool = Fals
         rows.append(make_row(lab, kind, nbytes, samples, unit=u, value_fn=vfn))
         meta[lab] = summ
     return rows, meta
+
+
+def _fio_direction(summ: dict[str, Any] | None) -> dict[str, Any]:
+    """One direction of a job as fio's JSON output has it (zeros when the job did not move that way)."""
+    if summ is None:
+        return {"io_bytes": 0, "io_kbytes": 0, "bw_bytes": 0, "bw": 0, "iops": 0.0, "runtime": 0, "total_ios": 0,
+                "lat_ns": {"min": 0, "max": 0, "mean": 0.0}, "clat_ns": {"min": 0, "max": 0, "mean": 0.0,
+                                                                          "percentile": {}}}
+    lat = summ["lat"]
+    ns = {"min": round(lat.get("min_us", 0) * 1e3), "max": round(lat.get("max_us", 0) * 1e3),
+          "mean": lat.get("mean_us", 0.0) * 1e3}
+    pct = {f"{float(k[1:-3].replace('_', '.')):.6f}": round(v * 1e3) for k, v in lat.items()
+           if k.startswith("p") and k.endswith("_us")}
+    return {"io_bytes": summ["bytes"], "io_kbytes": summ["bytes"] // 1024, "bw_bytes": round(summ["bw_bytes_s"]),
+            "bw": round(summ["bw_bytes_s"] / 1024), "iops": summ["iops"], "runtime": round(summ["runtime_s"] * 1e3),
+            "total_ios": summ["ops"],
+            # synchronous I/O: the completion latency is the whole latency
+            "lat_ns": ns, "clat_ns": {**ns, "percentile": pct}}
+
+
+def fio_json(rec: RunRecord, version: str) -> dict[str, Any]:
+    """A fio run (sdbench fio) as fio's ``--output-format=json`` document: ``jobs`` with ``jobname``,
+    ``read``/``write`` (bytes, bw in KiB/s, iops, runtime in ms, latencies in ns with percentiles), so tools
+    that read fio's JSON (fio-plot and the like) read sdbench's."""
+    rows = rec.metadata.get("rows", {})
+    jobs = []
+    for j in rec.metadata.get("jobs", []):
+        name = j["name"]
+        jobs.append({"jobname": name, "groupid": 0, "error": 0,
+                     "job options": {"rw": j["rw"], "bs": str(j["bs_bytes"]), "size": str(j["size_bytes"]),
+                                     "iodepth": str(j["iodepth"]), "direct": "1" if j["direct"] else "0"},
+                     "read": _fio_direction(rows.get(f"{name} read")),
+                     "write": _fio_direction(rows.get(f"{name} write"))})
+    return {"fio version": f"sdbench-{version}", "timestamp": int(time.time()), "jobs": jobs}
