@@ -14,7 +14,7 @@ from ..output_files import write_atomically
 from ..records import RunRecord
 from ..store import StoredRun
 from . import plots
-from .tables import card_table_view, comparison_table, flatten, rows_table, run_summary
+from .tables import card_table_view, comparison_table, rows_table, run_summary, stack_diff_table, stack_tree
 
 
 @dataclass(frozen=True)
@@ -43,9 +43,11 @@ def render(runs: Sequence[ReportRun], *, title: str = "sdbench report") -> str:
         warnings = cmp.warnings
     card = card_table_view([r.name for r in runs], card_table([r.record for r in runs])) if len(runs) > 1 else None
     items = [{"name": r.name, "summary": run_summary(r.run_id, r.info, r.record), "warnings": r.record.warnings,
-              "rows": rows_table(r.record), "stack": flatten(r.record.stack)} for r in runs]
+              "rows": rows_table(r.record), "stack": stack_tree(r.record.stack)} for r in runs]
+    stack_diff = stack_diff_table([r.name for r in runs], [r.record.stack for r in runs]) if len(runs) > 1 else None
     return _env().get_template("report.html.j2").render(
         title=title, runs=items, figures=figs, comparison=comparison, comparison_warnings=warnings, card=card,
+        stack_diff=stack_diff,
         version=__version__, generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
 
 

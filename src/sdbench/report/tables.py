@@ -129,3 +129,25 @@ def flatten(d: object, prefix: str = "") -> list[tuple[str, str]]:
             out += flatten(v, f"{prefix}.{k}" if prefix else str(k))
         return out or [(prefix, "{}")]
     return [(prefix, str(d))]
+
+
+def stack_tree(d: object) -> list[tuple[str, object]]:
+    """Nested stack metadata as (key, text) and (key, subtree) pairs, for a tree the reader opens as needed."""
+    if not isinstance(d, dict):
+        return [("", str(d))]
+    out: list[tuple[str, object]] = []
+    for k, v in d.items():
+        out.append((str(k), stack_tree(v) if isinstance(v, dict) and v else ("{}" if isinstance(v, dict) else str(v))))
+    return out
+
+
+def stack_diff_table(names: Sequence[str], stacks: Sequence[object]) -> Table | None:
+    """The flattened stack fields whose values differ between runs, a column per run; None when all agree."""
+    flat = [dict(flatten(s)) for s in stacks]
+    keys = sorted({k for f in flat for k in f})
+    t = Table(["field", *names])
+    for k in keys:
+        vals = [f.get(k, DASH) for f in flat]
+        if len(set(vals)) > 1:
+            t.add([k, *[v if len(v) <= 60 else v[:57] + "..." for v in vals]])
+    return t if t.rows else None
