@@ -79,3 +79,18 @@ def test_a_zero_is_never_the_best():
     assert t.values[0] == 0.0 and t.best == 1
     [only] = card_table([r1, RunRecord("d", {}, "wall", (row([0.0], "t"),))])
     assert only.best is None
+
+
+def test_ranking_orders_runs_by_geometric_mean_speed_over_shared_rows():
+    from sdbench.compare import ranking
+
+    def rec(name, scale, odd_bytes=4096):
+        return RunRecord(name, {}, "wall", (row(noisy(2.0 * scale, seed=1), "a"), row(noisy(8.0 * scale, seed=2), "b"),
+                                            row(noisy(1.0, seed=3), "c", nbytes=odd_bytes)))
+    cmp = compare_runs([("#1", rec("a", 1.0)), ("#2", rec("b", 0.5, odd_bytes=512)), ("#3", rec("c", 2.0))])
+    ranks = ranking(cmp)
+    assert [r.name for r in ranks] == ["#2", "#1", "#3"]
+    fast = ranks[0]
+    assert fast.rows == 2                        # row "c" moves different bytes in #2: left out
+    assert fast.speed_x == pytest.approx(2.0, rel=0.05) and fast.faster == 2 and fast.slower == 0
+    assert ranks[2].speed_x == pytest.approx(0.5, rel=0.05)

@@ -294,3 +294,19 @@ def test_commands_that_address_the_card_carry_its_rca(bus, driver, want):
     assert args["CMD13"] == want                 # SEND_STATUS: RCA << 16 in SD mode, stuff bits in SPI
     if bus != "spi":
         assert args["CMD7"] == args["CMD9"] == want and args["CMD3"] == 0
+
+
+def test_trace_lists_the_steady_state_call_unless_told(capsys):
+    args = ["trace", "espidf-esp32-sdmmc4-40mhz", "--row", "SD raw write [16 kB label]", "-n", "10"]
+    assert main(args) == 0
+    last = capsys.readouterr().out
+    assert main([*args, "--call", "1"]) == 0
+    first = capsys.readouterr().out
+    assert main([*args, "--call", "0"]) == 0
+    every = capsys.readouterr().out
+
+    def busy_polls(out):
+        return [int(line.split("×")[1].split()[0]) for line in out.splitlines() if "CMD13 ×" in line]
+    # the first write after power-up loads the card's tables: far more busy polling than the steady state
+    assert busy_polls(first)[0] > 10 * busy_polls(last)[0]
+    assert len(busy_polls(every)) == 3

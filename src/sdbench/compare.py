@@ -65,6 +65,35 @@ class Comparison:
     warnings: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Rank:
+    """One run's place: the geometric mean of its speed against the baseline over the rows every run has."""
+
+    name: str
+    speed_x: float            # > 1: faster than the baseline overall
+    rows: int                 # rows the mean is over
+    faster: int               # rows whose verdict is "faster"
+    slower: int
+
+
+def ranking(cmp: Comparison) -> list[Rank]:
+    """Runs from fastest to slowest: per run, the geometric mean of baseline time / its time over the rows that
+    every run has with the same bytes per call (per-byte time, so rows of different sizes weigh alike)."""
+    shared = [ln for ln in cmp.lines
+              if all(c.row is not None and c.row.time_ms > 0 for c in ln.cells)
+              and len({c.row.bytes for c in ln.cells if c.row is not None}) == 1]
+    if not shared:
+        return []
+    out = []
+    for i, name in enumerate(cmp.names):
+        logs = [0.0 if i == 0 else math.log(ln.cells[i].speed_x) for ln in shared
+                if i == 0 or (ln.cells[i].speed_x or 0) > 0]
+        verdicts = [ln.cells[i].test.verdict for ln in shared if i and ln.cells[i].test is not None]
+        out.append(Rank(name, math.exp(math.fsum(logs) / len(logs)) if logs else 1.0, len(logs),
+                        verdicts.count("faster"), verdicts.count("slower")))
+    return sorted(out, key=lambda r: -r.speed_x)
+
+
 def cv(row: Row) -> float | None:
     """Coefficient of variation of the per-call times (None when unknown)."""
     if row.samples_ms and len(row.samples_ms) >= 2:

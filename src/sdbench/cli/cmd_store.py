@@ -228,6 +228,17 @@ def register(app: typer.Typer) -> None:
             cmp = compare_runs(pairs, alpha=alpha)
             view, warnings = comparison_table(cmp), cmp.warnings
         _print(view, fmt)
+        if not table:
+            from ..compare import ranking
+
+            ranks = ranking(cmp)
+            if ranks:
+                typer.echo("")
+                typer.echo(f"Ranking, fastest first (geometric mean of speed × over the {ranks[0].rows} rows "
+                           f"every run has; {names[0]} = 1.00):")
+                for k, r in enumerate(ranks, start=1):
+                    more = f", faster in {r.faster} rows, slower in {r.slower}" if r.name != names[0] else ""
+                    typer.echo(f"{k}. {r.name}: {r.speed_x:.2f}x{more}")
         if warnings:
             typer.echo("")
         for w in warnings:

@@ -17,7 +17,11 @@ def register(app: typer.Typer) -> None:
         limit: int = typer.Option(60, "--limit", "-n", min=1, help="Commands to list."),
         skip: int = typer.Option(0, "--skip", min=0, help="Commands to skip first."),
         row: Optional[str] = typer.Option(None, "--row", help="Only commands issued inside this row's timed calls."),
-        runs: int = typer.Option(1, "--runs", min=1, help="Timed calls per row while tracing."),
+        runs: int = typer.Option(3, "--runs", min=1, help="Timed calls per row while tracing (the first call "
+                                                          "may differ: cards load tables, filesystems allocate)."),
+        call: Optional[int] = typer.Option(None, "--call", min=0, help="With --row: which timed call to list, "
+                                                                      "1..--runs (default: the last, the steady "
+                                                                      "state; 0 = all)."),
         set_: list[str] = typer.Option([], "--set", help="Override a scenario field (repeatable)."),
     ) -> None:
         """List the SD commands a simulated scenario issues, like a logic analyser.
@@ -47,6 +51,10 @@ def register(app: typer.Typer) -> None:
             spans = [(a, b) for a, b, lab in windows if lab == row]
             if not spans:
                 raise SdbenchError(f"row {row!r} not in {sc.name} (rows: {', '.join(r.label for r in rec.rows)})")
+            if call is not None and call > len(spans):
+                raise SdbenchError(f"--call {call}: row {row!r} has {len(spans)} timed call(s) (--runs)")
+            if call != 0:
+                spans = [spans[-1] if call is None else spans[call - 1]]
             log = [e for e in log if any(a <= e.t_ns < b for a, b in spans)]
         typer.echo("| # | t µs | command | arg | bytes | µs | cum ms |")
         typer.echo("|---:|---:|---|---:|---:|---:|---:|")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
-from ..compare import card_table, compare_runs
+from ..compare import card_table, compare_runs, ranking
 from ..output_files import write_atomically
 from ..records import RunRecord
 from ..store import StoredRun
@@ -37,17 +37,19 @@ def render(runs: Sequence[ReportRun], *, title: str = "sdbench report") -> str:
     figs = [(stem, caption, "data:image/svg+xml;base64," + base64.b64encode(plots.svg(fig).encode()).decode())
             for stem, caption, fig in plots.figures(pairs)]
     comparison = warnings = None
+    ranks: list = []
     if len(runs) > 1:
         cmp = compare_runs(pairs)
         comparison = comparison_table(cmp)
         warnings = cmp.warnings
+        ranks = ranking(cmp)
     card = card_table_view([r.name for r in runs], card_table([r.record for r in runs])) if len(runs) > 1 else None
     items = [{"name": r.name, "summary": run_summary(r.run_id, r.info, r.record), "warnings": r.record.warnings,
               "rows": rows_table(r.record), "stack": stack_tree(r.record.stack)} for r in runs]
     stack_diff = stack_diff_table([r.name for r in runs], [r.record.stack for r in runs]) if len(runs) > 1 else None
     return _env().get_template("report.html.j2").render(
         title=title, runs=items, figures=figs, comparison=comparison, comparison_warnings=warnings, card=card,
-        stack_diff=stack_diff,
+        stack_diff=stack_diff, ranks=ranks,
         version=__version__, generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
 
 
