@@ -114,7 +114,7 @@ def test_no_terminal_means_no_confirmation(tmp_path, capsys, monkeypatch):
     (["fio", "--dir", "DIR/none"], "no such directory"),
     (["fio", "--device", "DIR"], "is a directory"),
     (["fio", "--device", "IMG", "--json", "DIR/no/such/out.json"], "does not exist"),
-    (["stream", "--device", "IMG", "--size-mib", "64", "--allow-write", "--yes"], "too small"),
+    (["stream", "--device", "IMG", "--size", "64M", "--allow-write", "--yes"], "too small"),
     (["preset", "cdm", "--device", "IMG", "--size", "1M"], "--allow-write"),
     (["preset", "sdfat", "--device", "IMG", "--allow-write", "--yes", "--size", "100M"], "too small"),
     (["info", "--cid", "12345"], "expected 32 hex digits"),
@@ -197,7 +197,7 @@ def test_verify_failure_is_reported_after_saving_results(tmp_path, capsys, monke
 
 def test_stream_and_presets_through_the_cli(tmp_path, capsys):
     img = image(tmp_path, 16 * MIB)
-    assert main(["stream", "--device", str(img), "--size-mib", "4", "--allow-write", "--yes", "-q"]) == 0
+    assert main(["stream", "--device", str(img), "--size", "4M", "--allow-write", "--yes", "-q"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("| Row") and "MB/s" in out and "stream read" in out
     js = tmp_path / "a1.json"
@@ -221,7 +221,7 @@ def test_dir_target_through_the_cli_leaves_nothing_behind(tmp_path, capsys):
     (d / "photo.jpg").write_bytes(b"jpeg")
     assert main(["fio", "--dir", str(d), "--rw", "randwrite", "--size", "1M", "--verify", "crc32c", "-q"]) == 0
     assert main(["preset", "sdfat", "--dir", str(d), "--size", "20000", "-q"]) == 0
-    assert main(["stream", "--dir", str(d), "--size-mib", "1", "-q"]) == 0
+    assert main(["stream", "--dir", str(d), "--size", "1M", "-q"]) == 0
     assert sorted(os.listdir(d)) == ["photo.jpg"]
     assert main(["fio", "--dir", str(d), "--rw", "write", "--size", "1M", "-q", "--keep"]) == 0
     assert "sdbench-job.bin" in os.listdir(d)
@@ -298,7 +298,7 @@ def test_real_media_runs_are_stored_like_every_run(tmp_path, capsys):
     db = tmp_path / "r.sqlite"
     assert main(["fio", "--device", str(img), "--rw", "randread", "--size", "1M", "--db", str(db)]) == 0
     assert "saved as run 1" in capsys.readouterr().err
-    assert main(["stream", "--device", str(img), "--size-mib", "1", "--allow-write", "--yes", "-q",
+    assert main(["stream", "--device", str(img), "--size", "1M", "--allow-write", "--yes", "-q",
                  "--db", str(db)]) == 0
     assert main(["fio", "--device", str(img), "--rw", "read", "--size", "1M", "--no-save", "--db", str(db)]) == 0
     assert main(["run", "--device", str(img), "--allow-write", "--yes", "--set", "espidf.runs=1", "-q",

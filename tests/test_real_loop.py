@@ -103,7 +103,7 @@ def test_dir_target_on_loop_mounted_filesystems(mounted, tmp_path, capsys):
     assert rec.stack["kind"] == "dir" and rec.stack["fstype"] in ("ext4", "vfat", "exfat")
     assert "fsync" in rec.stack["defeat_methods"]
     assert rec.metadata["verify"]["job"]["ok"]
-    rc = main(["stream", "--dir", str(mnt), "--size-mib", "4", "-q"])
+    rc = main(["stream", "--dir", str(mnt), "--size", "4M", "-q"])
     assert rc == 0
     rc = main(["preset", "sdfat", "--dir", str(mnt), "--size", "200000", "-q"])
     assert rc == 0

@@ -130,10 +130,10 @@ def test_sweep_spec_cannot_grant_writing(tmp_path, capsys):
     sc = scenario_file(tmp_path, f'media = "image"\npath = "{img}"')
     spec = tmp_path / "sweep.toml"
     spec.write_text(f'base = "{sc}"\n[grid]\n"espidf.runs" = [1, 2]\n[fixed]\n"sd.allow_write" = true\n')
-    assert main(["sweep", str(spec), "--no-store", "-q", "-j", "1"]) == 2
+    assert main(["sweep", str(spec), "--no-save", "-q", "-j", "1"]) == 2
     one_line_error(capsys)
     spec.write_text(f'base = "{sc}"\n[grid]\n"espidf.runs" = [1, 2]\n')
-    assert main(["sweep", str(spec), "--no-store", "-q", "-j", "1"]) == 2
+    assert main(["sweep", str(spec), "--no-save", "-q", "-j", "1"]) == 2
     one_line_error(capsys, "without --allow-write")
     assert digest(img) == before
 

@@ -96,16 +96,16 @@ def test_bad_spec_files_are_one_line_errors(tmp_path, capsys, text, message):
     p = write(tmp_path, text)
     with pytest.raises(ConfigError, match=message):
         sw.load_spec(p)
-    code, out, err = run(capsys, "sweep", str(p), "--no-store", "-q")
+    code, out, err = run(capsys, "sweep", str(p), "--no-save", "-q")
     assert code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1 and out == ""
 
 
 def test_bad_parameter_values_fail_before_anything_runs(tmp_path, capsys):
     p = write(tmp_path, 'base = "mpy-esp32s3-sdspi"\n[grid]\n"fs_tests.policies" = [["lru"], ["mru"]]\n')
-    code, out, err = run(capsys, "sweep", str(p), "--no-store", "-q")
+    code, out, err = run(capsys, "sweep", str(p), "--no-save", "-q")
     assert code == 2 and "configuration 2" in err and "mru" in err and len(err.strip().splitlines()) == 1
     p = write(tmp_path, 'base = "esp32s3-usbmsc-spi20mhz"\n[grid]\n"sd.card_params.speed" = [1]\n')
-    code, _, err = run(capsys, "sweep", str(p), "--no-store", "-q")
+    code, _, err = run(capsys, "sweep", str(p), "--no-save", "-q")
     assert code == 2 and "speed" in err
     code, _, err = run(capsys, "sweep", str(tmp_path / "missing.toml"), "-q")
     assert code == 2 and "not found" in err
@@ -113,10 +113,10 @@ def test_bad_parameter_values_fail_before_anything_runs(tmp_path, capsys):
 
 def test_plot_options_are_checked(tmp_path, capsys):
     p = write(tmp_path, USB_SPEC)
-    code, _, err = run(capsys, "sweep", str(p), "--no-store", "-q", "--plot", str(tmp_path / "f.png"),
+    code, _, err = run(capsys, "sweep", str(p), "--no-save", "-q", "--plot", str(tmp_path / "f.png"),
                        "--x", "sd.card")
     assert code == 2 and "not a grid key" in err
-    code, _, err = run(capsys, "sweep", str(p), "--no-store", "-q", "--workers", "1", "--plot",
+    code, _, err = run(capsys, "sweep", str(p), "--no-save", "-q", "--workers", "1", "--plot",
                        str(tmp_path / "f.png"), "--y", "no such row")
     assert code == 2 and "no configuration has a row" in err
 

@@ -746,8 +746,6 @@ def _value_for(opt: OptionModel, rng: random.Random, target: str | None) -> str:
         return rng.choice(["0.2", "0", "-1", "nan", "inf", "x", "", "1e-9", "-inf"])
     if name in ("--cid", "--csd", "--scr", "--ssr"):
         return rng.choice(HEX_VALUES)
-    if name == "--size-mib":
-        return rng.choice(["1", "0", "-1", "x", "", "1.5", "nan"] + (["99999999999"] if target != "dir" else []))
     # counts: out-of-range and malformed values, but no large valid ones (they only make a valid run long)
     if name == "--runs":
         return rng.choice(["1", "1", "0", "-1", "2", "x", "", "nan", "100001", "99999999999999999999", "1.5"])
@@ -881,8 +879,8 @@ def _argv_guards(cmd: list[str], argv: list[str]) -> list[str]:
         extra += ["--runs", "1"]
     if top == "run" and not has("--save", "--no-save") and not has("--db"):
         extra += ["--no-save"]
-    if top == "stream" and not has("--size-mib"):
-        extra += ["--size-mib", "1"]
+    if top == "stream" and not has("--size"):
+        extra += ["--size", "1M"]
     if top == "fio":
         if not has("--size") and not has("--job"):
             extra += ["--size", "256k"]

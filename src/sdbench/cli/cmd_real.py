@@ -309,7 +309,8 @@ def register(app: typer.Typer) -> None:
     @app.command("stream")
     def stream_cmd(
         device: Optional[str] = dev_opt, directory: Optional[str] = dir_opt,
-        size_mib: int = typer.Option(40, "--size-mib", min=1, help="MiB written and read back per pass."),
+        size: str = typer.Option("40M", "--size", help="Bytes written and read back per pass, whole MiB "
+                                                       "(e.g. 40M)."),
         chunk: str = typer.Option("1M", "--chunk", help="Bytes per write/read call."),
         passes: int = typer.Option(1, "--passes", min=1, max=1000, help="Write+read passes."),
         offset: Optional[str] = typer.Option(None, "--offset", help="Start on --device."),
@@ -324,6 +325,10 @@ def register(app: typer.Typer) -> None:
         if json_path is not None:
             check_writable_output(json_path)
         chunk_bytes = fiomod.parse_size(chunk, "--chunk")
+        size_bytes = fiomod.parse_size(size, "--size")
+        if size_bytes < MIB or size_bytes % MIB:
+            raise ConfigError(f"--size {size}: the stream moves whole MiB (e.g. 40M)")
+        size_mib = size_bytes // MIB
         off = _parse_size_opt(offset, "--offset") or 0
         target = open_target(device, directory, writes=True, allow_write=allow_write, yes=yes, offset_bytes=off,
                              size_bytes=size_mib * MIB if device is not None else None, direct=direct,

@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
                                                 "scheduler, or 'local' for a LocalCluster of --workers processes."),
         db: Optional[Path] = typer.Option(None, "--db", help="Results store (default: $SDBENCH_DB, else "
                                                              "results.sqlite in the per-user data directory)."),
-        no_store: bool = typer.Option(False, "--no-store", help="Do not save the runs in the results store."),
+        save: bool = typer.Option(True, "--save/--no-save", help="Save the runs in the results store."),
         json_path: Optional[Path] = typer.Option(None, "--json", help="Also write all runs as JSON to FILE."),
         plot_path: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG figure: --y against --x, one "
                                                                       "line per --series value."),
@@ -72,7 +72,7 @@ def register(app: typer.Typer) -> None:
                            check=False)
         typer.echo(f"### sweep {spec.name} ({res.sweep_id}): {n} configurations, {res.wall_s:.1f} s\n")
         typer.echo(sw.markdown(res, rows or None))
-        if not no_store:
+        if save:
             ids = sw.save(res, db)
             if ids is None:
                 msg = "this sdbench has no results store"
