@@ -365,3 +365,37 @@ def test_cdm_and_a1_presets_on_an_image(tmp_path):
         fio.run_cdm(ro, size_bytes=MIB, loops=1, runtime_s=0.05)
     assert len(fio.run_cdm(ro, size_bytes=MIB, loops=1, runtime_s=0.05, mode="read").rows) == 4
     ro.close()
+
+
+def test_deep_queues_spread_over_processes_and_cover_every_block_once(tmp_path):
+    from sdbench.media.linux import LinuxBlockDevice
+    from sdbench.workloads.fio import JobConfig, run_job
+    from sdbench.workloads.fio.engine import PROCESS_MIN_IODEPTH, _Engine
+    from sdbench.workloads.fio.target import _open_port
+
+    img = tmp_path / "card.img"
+    img.write_bytes(os.urandom(4 << 20))
+    dev = LinuxBlockDevice(str(img), allow_write=True)
+    try:
+        for rw in ("randread", "randrw"):
+            job = JobConfig(name="q", rw=rw, bs_bytes=4096, size_bytes=4 << 20, iodepth=2 * PROCESS_MIN_IODEPTH,
+                            seed=3)
+            port = _open_port(dev, job)
+            eng = _Engine(port, job, 1)
+            procs = eng.processes()
+            eng.close()
+            port.close()
+            assert procs == min(os.cpu_count() or 1, 4)
+            res = run_job(dev, job)
+            lp = res.loops[0]
+            assert lp.ops["read"] + lp.ops["write"] == 1024        # every block of the region, once
+            assert lp.lat["read"].size == lp.ops["read"] and (lp.lat["read"] > 0).all()
+        # verify keeps one process: its record of written blocks lives there
+        job = JobConfig(name="v", rw="randwrite", bs_bytes=4096, size_bytes=1 << 20, iodepth=16, verify="crc32c")
+        port = _open_port(dev, job)
+        eng = _Engine(port, job, 1)
+        assert eng.processes() == 1
+        eng.close()
+        port.close()
+    finally:
+        dev.close()

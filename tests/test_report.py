@@ -126,3 +126,19 @@ def test_compare_report_of_three_runs_fits_1280px_with_plots_first_and_every_ser
         svg = base64.b64decode(uri).decode()
         # the legend names every run (alone, or after the row family it draws)
         assert all(re.search(rf">[^<]*{re.escape(r.name)}\)?</text>", svg) for r in runs)
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium")
+def test_report_of_a_sweep_of_twelve_runs_fits_1280px(tmp_path):
+    # beyond a few runs the comparison, best-per-metric and stack-difference tables go long: a row per run
+    runs = [ReportRun(f"#{i}", simulated(0.5 + 0.1 * i)) for i in range(1, 13)]
+    html = tmp_path / "sweep.html"
+    text = render(runs)
+    html.write_text(text)
+    assert text.index("<h2>Plots</h2>") < text.index("<table")
+    page, window, tables = chromium_table_edges(html, tmp_path)
+    assert page <= window and max(tables) <= window, tables
+    uri = re.findall(r'src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', text)[0]
+    svg = base64.b64decode(uri).decode()
+    assert all(re.search(rf">{re.escape(r.name)}</text>", svg) for r in runs)

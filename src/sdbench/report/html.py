@@ -14,7 +14,8 @@ from ..output_files import write_atomically
 from ..records import RunRecord
 from ..store import StoredRun
 from . import plots
-from .tables import card_table_view, comparison_table, rows_table, run_summary, stack_diff_table, stack_tree
+from .tables import (WIDE_RUNS, card_table_long, card_table_view, comparison_table, comparison_table_long,
+                     rows_table, run_summary, stack_diff_table, stack_tree)
 
 
 @dataclass(frozen=True)
@@ -40,10 +41,13 @@ def render(runs: Sequence[ReportRun], *, title: str = "sdbench report") -> str:
     ranks: list = []
     if len(runs) > 1:
         cmp = compare_runs(pairs)
-        comparison = comparison_table(cmp)
+        comparison = comparison_table(cmp) if len(runs) <= WIDE_RUNS else comparison_table_long(cmp)
         warnings = cmp.warnings
         ranks = ranking(cmp)
-    card = card_table_view([r.name for r in runs], card_table([r.record for r in runs])) if len(runs) > 1 else None
+    card = None
+    if len(runs) > 1:
+        view = card_table_view if len(runs) <= WIDE_RUNS else card_table_long
+        card = view([r.name for r in runs], card_table([r.record for r in runs]))
     items = [{"name": r.name, "summary": run_summary(r.run_id, r.info, r.record), "warnings": r.record.warnings,
               "rows": rows_table(r.record), "stack": stack_tree(r.record.stack)} for r in runs]
     stack_diff = stack_diff_table([r.name for r in runs], [r.record.stack for r in runs]) if len(runs) > 1 else None

@@ -62,6 +62,35 @@ def comparison_table(cmp: Comparison) -> Table:
     return t
 
 
+#: beyond this many runs, tables with a column group per run would not fit a page: they go long (a row per run)
+WIDE_RUNS = 4
+
+
+def comparison_table_long(cmp: Comparison) -> Table:
+    """The comparison with a row per label and run (for many runs, e.g. a sweep): width stays the same."""
+    t = Table(["label", "run", "ms", "MiB/s", "speed ×", "verdict"], right={2, 3, 4})
+    for line in cmp.lines:
+        for i, c in enumerate(line.cells):
+            t.add([line.label if i == 0 else "", cmp.names[i], num(c.row.time_ms) if c.row else DASH,
+                   num(c.row.mib_s) if c.row and c.row.bytes else DASH,
+                   num(c.speed_x, 2) if c.speed_x is not None else DASH, c.test.short() if c.test else DASH])
+    return t
+
+
+def card_table_long(names: Sequence[str], metrics: Sequence[Metric]) -> Table:
+    """Best per metric with a row per metric: the best run and its figure, the worst beside it (many runs)."""
+    t = Table(["metric", "unit", "best run", "best", "worst run", "worst"], right={3, 5})
+    for m in metrics:
+        digits = 0 if m.unit in ("IOPS",) else 3 if m.unit in ("ms", "MiB/s", "MB/s") else 2
+        vals = [(v, i) for i, v in enumerate(m.values) if v is not None]
+        if m.best is None or not vals:
+            t.add([m.label, m.unit, DASH, DASH, DASH, DASH])
+            continue
+        worst = max(vals) if m.best == min(vals)[1] else min(vals)
+        t.add([m.label, m.unit, names[m.best], num(m.values[m.best], digits), names[worst[1]], num(worst[0], digits)])
+    return t
+
+
 def card_table_view(names: Sequence[str], metrics: Sequence[Metric]) -> Table:
     t = Table(["metric", "unit", *names], right=set(range(2, 2 + len(names))))
     for r, m in enumerate(metrics):
@@ -145,9 +174,14 @@ def stack_diff_table(names: Sequence[str], stacks: Sequence[object]) -> Table | 
     """The flattened stack fields whose values differ between runs, a column per run; None when all agree."""
     flat = [dict(flatten(s)) for s in stacks]
     keys = sorted({k for f in flat for k in f})
-    t = Table(["field", *names])
+    wide = len(names) <= WIDE_RUNS
+    t = Table(["field", *names] if wide else ["field", "run", "value"])
     for k in keys:
         vals = [f.get(k, DASH) for f in flat]
         if len(set(vals)) > 1:
-            t.add([k, *[v if len(v) <= 60 else v[:57] + "..." for v in vals]])
+            shown = [v if len(v) <= 60 else v[:57] + "..." for v in vals]
+            if wide:
+                t.add([k, *shown])
+            else:  # many runs (a sweep): a row per run
+                t.rows += [[k if i == 0 else "", n, v] for i, (n, v) in enumerate(zip(names, shown))]
     return t if t.rows else None

@@ -1,7 +1,8 @@
 """The I/O engine: ``iodepth`` threads each doing synchronous ``preadv``/``pwritev``; :func:`run_job`.
 
 The syscalls release the GIL, so the device sees that many concurrent
-requests.  The hot loop uses preallocated page-aligned buffers and
+requests; from ``PROCESS_MIN_IODEPTH`` on, the threads are spread over forked
+processes (one per CPU) so the interpreter lock between I/Os is not shared.  The hot loop uses preallocated page-aligned buffers and
 preallocated iovec lists: no allocation per I/O.
 """
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import array
 import itertools
 import os
+import pickle
+import select
 import sys
 import threading
 import time
@@ -30,6 +33,10 @@ from .plan import SEQ_STAMP, block_order, op_kinds, pool_count, pool_seed
 from .results import JobResult, LoopResult, job_rows
 from .target import ProgressFn, Target, _fill_random, _open_port, _Port
 from .verify import TRAILER_BYTES, check_blocks, crc32c_rows, stamp_block
+
+
+#: queues at least this deep run in several processes (see _Engine.processes)
+PROCESS_MIN_IODEPTH = 8
 
 
 @dataclass
@@ -70,6 +77,15 @@ class _Engine:
     def _kinds(self, loop: int) -> bytes:
         return op_kinds(self.job, self.nblocks, loop)
 
+    def processes(self) -> int:
+        """Processes to spread the I/O threads over.  One process's threads share the interpreter lock between
+        their I/Os, which caps deep queues at about 0.75x of fio; forked processes do not share it.  Only deep
+        queues (>= PROCESS_MIN_IODEPTH) without verify (its bookkeeping lives in one process), where fork is."""
+        job = self.job
+        if job.iodepth < PROCESS_MIN_IODEPTH or job.verify != "none" or not hasattr(os, "fork"):
+            return 1
+        return max(1, min(os.cpu_count() or 1, job.iodepth // (PROCESS_MIN_IODEPTH // 2)))
+
     def run_loop(self, loop: int, progress: ProgressFn | None, label: str) -> LoopResult:
         job, port = self.job, self.port
         nblocks = self.nblocks
@@ -82,6 +98,9 @@ class _Engine:
                     d[k] = array.array("q")
         if job.reads and not port.direct:
             port.drop()
+        nproc = self.processes()
+        if nproc > 1:
+            return self._run_loop_forked(nproc, order, kinds, total, progress, label)
         counter = itertools.count()
         errors: list[BaseException] = []
         start = time.perf_counter_ns()
@@ -107,17 +126,78 @@ class _Engine:
             if isinstance(e, SdbenchError):
                 raise e
             raise BlockDeviceError(f"job {job.name}: I/O failed: {getattr(e, 'strerror', None) or e}")
+        return self._end_loop(start, [w.lat for w in self.workers], [w.ends for w in self.workers])
+
+    def _end_loop(self, start: int, lats: Sequence[Any], ends_: Sequence[Any]) -> LoopResult:
+        """fdatasync a job that wrote (inside its time), then the loop's result from each thread's latencies and
+        end times (per direction, int64 buffers)."""
+        job = self.job
         if job.writes and job.fsync_on_end:
             try:
-                os.fdatasync(port.fd)
+                os.fdatasync(self.port.fd)
             except OSError as e:
                 raise BlockDeviceError(f"job {job.name}: fdatasync failed: {e.strerror}") from None
         stop = time.perf_counter_ns()
-        lat = {k: np.concatenate([np.frombuffer(w.lat[k], dtype=np.int64) for w in self.workers])
-               for k in ("read", "write")}
-        ends = {k: np.concatenate([np.frombuffer(w.ends[k], dtype=np.int64) for w in self.workers])
-                for k in ("read", "write")}
+        lat = {k: np.concatenate([np.frombuffer(x[k], dtype=np.int64) for x in lats]) for k in ("read", "write")}
+        ends = {k: np.concatenate([np.frombuffer(x[k], dtype=np.int64) for x in ends_]) for k in ("read", "write")}
         return LoopResult(start, stop, {k: int(v.size) for k, v in lat.items()}, lat, ends)
+
+    def _run_loop_forked(self, nproc: int, order: Sequence[int], kinds: bytes, total: int,
+                         progress: ProgressFn | None, label: str) -> LoopResult:
+        """The loop's threads spread over ``nproc`` forked processes: process p takes I/O numbers p, p + nproc,
+        ... (the same sequence of blocks, interleaved), and sends its latencies back through a pipe."""
+        job = self.job
+        start = time.perf_counter_ns()
+        deadline = start + int(job.runtime_s * 1e9) if job.runtime_s > 0 else sys.maxsize
+        children: list[tuple[int, int]] = []
+        for p in range(nproc):
+            rfd, wfd = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: its share of the threads, then its results, then out (no cleanup)
+                code = 0
+                try:
+                    os.close(rfd)
+                    errors: list[BaseException] = []
+                    counter = itertools.count(p, nproc)
+                    mine = self.workers[p::nproc]
+                    threads = [threading.Thread(target=self._work, args=(w, p + i * nproc, counter, order, kinds,
+                                                                          total, deadline, errors), daemon=True)
+                               for i, w in enumerate(mine)]
+                    for t in threads:
+                        t.start()
+                    for t in threads:
+                        t.join()
+                    err = str(errors[0]) if errors else ""
+                    payload = pickle.dumps((err, {d: {k: b"".join(bytes(getattr(w, d)[k]) for w in mine)
+                                                      for k in ("read", "write")} for d in ("lat", "ends")}))
+                    with os.fdopen(wfd, "wb") as f:
+                        f.write(payload)
+                except BaseException:  # noqa: BLE001 - the parent sees a short or empty payload
+                    code = 1
+                finally:
+                    os._exit(code)
+            os.close(wfd)
+            children.append((pid, rfd))
+        results: list[tuple[str, dict[str, dict[str, bytes]]]] = []
+        failed = ""
+        for pid, rfd in children:
+            with os.fdopen(rfd, "rb") as f:
+                while True:  # wake for the progress bar while the child works
+                    ready, _, _ = select.select([f], [], [], 0.1)
+                    if ready:
+                        break
+                    if progress is not None and job.runtime_s > 0:
+                        progress(label, min((time.perf_counter_ns() - start) / 1e9 / job.runtime_s, 1.0))
+                data = f.read()
+            _, status = os.waitpid(pid, 0)
+            try:
+                results.append(pickle.loads(data))
+            except Exception:  # noqa: BLE001 - reported below
+                failed = failed or f"an I/O process ended without its results (status {status})"
+        errors = [e for e, _ in results if e]
+        if failed or errors:
+            raise BlockDeviceError(f"job {job.name}: I/O failed: {errors[0] if errors else failed}")
+        return self._end_loop(start, [r[1]["lat"] for r in results], [r[1]["ends"] for r in results])
 
     # One thread per in-flight I/O.  Keep this loop lean: locals only, no allocation per op.
     def _work(self, w: _Worker, tid: int, counter: Any, order: Sequence[int], kinds: bytes, total: int,
