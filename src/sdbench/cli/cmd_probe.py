@@ -9,6 +9,7 @@ from typing import Any, Optional
 import typer
 
 from ..errors import SdbenchError
+from ..report.text import size_text
 from ..output_files import check_profile_output, check_writable_output, write_atomically
 from .cmd_real import _md_table, _Progress
 from .grant import write_grant
@@ -20,13 +21,7 @@ class Format(str, Enum):
 
 
 def _size(n: int | None) -> str:
-    """A size in the largest binary unit it fills (MiB for AUs, GiB for cards)."""
-    if n is None:
-        return "-"
-    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= div:
-            return f"{n // div} {unit}" if n % div == 0 else f"{n / div:.1f} {unit}"
-    return f"{n:,} B"
+    return "-" if n is None else size_text(n)
 
 
 def findings(res: Any) -> list[tuple[str, str]]:

@@ -60,10 +60,6 @@ class Latency:
     median_us: float
     p90_us: float
 
-    @property
-    def key(self) -> str:
-        return f"{self.op} {self.size_bytes} B {self.pattern}"
-
     def to_dict(self) -> dict[str, Any]:
         return {"op": self.op, "pattern": self.pattern, "size_bytes": self.size_bytes, "samples": self.samples,
                 "median_us": round(self.median_us, 3), "p90_us": round(self.p90_us, 3)}
@@ -102,13 +98,9 @@ class ProbeResult:
         """The AU the writes found, else the one the reads found."""
         return self.au_bytes_write if self.au_bytes_write is not None else self.au_bytes_read
 
-    def latency_of(self, op: str, pattern: str, size_bytes: int) -> Latency | None:
-        return next((x for x in self.latency if (x.op, x.pattern, x.size_bytes) == (op, pattern, size_bytes)),
-                    None)
-
     def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "identity": self.identity, "range_bytes": self.range_bytes, "sector_bytes": self.sector_bytes,
-                "clock": self.clock, "writes": self.writes,
+        return {"target": self.target, "identity": self.identity, "range_bytes": self.range_bytes,
+                "sector_bytes": self.sector_bytes, "clock": self.clock, "writes": self.writes,
                 "page_bytes": self.page_bytes, "page_cross_us": _r(self.page_cross_us),
                 "au_bytes": self.au_bytes, "au_bytes_read": self.au_bytes_read,
                 "au_bytes_write": self.au_bytes_write, "au_cross_us": _r(self.au_cross_us),

@@ -6,8 +6,8 @@ USB reader), so the card's share is fitted through a model of that path, the *se
 ``[sd]`` describes host, bus and bridge; for a real card the USB 2.0 reader scenario
 ``usb2-reader-generic-sdhc`` unless the user names another): the same tests run on the setup's simulated
 stack, and the card fields are solved so that its times match the measured ones.  The profile says which
-setup it assumed; a field that would have to be negative (the path is faster than the setup assumes) is left
-to the population, and named.
+setup it assumed; a group of fields the setup cannot match within 10 % (the path is faster than the setup
+assumes) is left to the population, and named.
 """
 from __future__ import annotations
 
@@ -72,9 +72,10 @@ class PathModel:
     def __init__(self, setup: str, sets: list[str], res: ProbeResult, capacity_bytes: int) -> None:
         self.setup, self.sets, self.res = setup, list(sets), res
         self.fixed = {**QUIET_CARD, "capacity_bytes": capacity_bytes}
-        self.runs = 0
 
-    def times(self, card: dict[str, Any]) -> dict[tuple[str, str, int], float]:
+    def times(self, card: dict[str, Any], kinds: set[str]) -> dict[tuple[str, str, int], float]:
+        """The probe's tests of ``kinds`` (read, write, erase, cross: the first item of a test key) on the
+        setup with ``card``."""
         over = {**self.fixed, **card}
         sc = load_scenario(self.setup, [*self.sets, *(f"sd.card_params.{k}={_literal(v)}" for k, v in over.items())])
         built = sc.build()
@@ -83,13 +84,16 @@ class PathModel:
             if dev is None:
                 raise ConfigError(f"setup {self.setup} has no SD card ([sd]) to model the path to the card")
             p = Prober(dev, writes=self.res.writes)
-            p.read_latency()
-            p.alignment(only=tuple(b for b in (self.res.page_bytes, self.res.au_bytes_read) if b is not None))
-            if self.res.writes:
+            if "read" in kinds:
+                p.read_latency()
+            if "cross" in kinds:
+                p.alignment(only=tuple(b for b in (self.res.page_bytes, self.res.au_bytes_read) if b is not None))
+            if self.res.writes and kinds & {"write", "erase"}:
                 p.res.stream_spacing_bytes = self.res.stream_spacing_bytes
-                p.write_latency()
-                p.erase()
-            self.runs += 1
+                if "write" in kinds:
+                    p.write_latency()
+                if "erase" in kinds:
+                    p.erase()
             return _times(p.res)
         finally:
             built.close()
@@ -117,14 +121,14 @@ def fit_fields(model: PathModel, res: ProbeResult, start: dict[str, Any], found:
                 why[f] = "its tests did not run (" + (res.not_measured.get(g.tests[0][0]) or
                                                       "write tests need --allow-write") + ")"
             continue
+        kinds = {k[0] for k in tests}
         x = np.array([float(start[f]) for f in g.fields])
         y = np.array([measured[k] for k in tests])
-        f0 = y
-        for _ in range(iterations + 1):
+        for it in range(iterations + 1):
             card = {**start, **found, **fitted, **dict(zip(g.fields, x))}
-            base = model.times(card)
+            base = model.times(card, kinds)
             f0 = np.array([base[k] for k in tests])
-            if _ == iterations:
+            if it == iterations:
                 break
             jac = np.empty((len(tests), len(g.fields)))
             for j, name in enumerate(g.fields):
@@ -132,7 +136,7 @@ def fit_fields(model: PathModel, res: ProbeResult, start: dict[str, Any], found:
                 # until it moves some time
                 step = max(abs(x[j]) * 0.1, 0.01 if name.endswith("per_sector_us") else 10.0)
                 for _grow in range(6):
-                    t = model.times({**card, name: x[j] + step})
+                    t = model.times({**card, name: x[j] + step}, kinds)
                     jac[:, j] = [(t[k] - base[k]) / step for k in tests]
                     if jac[:, j].any():
                         break
@@ -162,9 +166,9 @@ class ProbedCard:
     def text(self, target: str) -> str:
         from ..calibrate import profile_text
 
-        header = [f"Card profile measured by `sdbench probe` on {target}, through the setup {self.setup}",
-                  "(the path's own time is that scenario's with every card timing at zero). Fields not listed",
-                  "below are the medians of the shipped fitted cards (timing_from = \"population\")."]
+        header = [f"Card profile measured by `sdbench probe` on {target}; latencies fitted through the setup",
+                  f"{self.setup} (a model of the host, bus and reader the card was probed through). Fields not",
+                  "listed below are the medians of the shipped fitted cards (timing_from = \"population\")."]
         if self.sources:
             header += [""] + [f"{k}: {v}" for k, v in self.sources.items()]
         if self.left:
@@ -182,14 +186,9 @@ def card_from_probe(res: ProbeResult, *, name: str, setup: str, sets: list[str],
                                     "capacity_bytes": capacity_bytes // 512 * 512})
     t, src, left = card.table, card.sources, card.left
 
-    def put(key: str, value: Any, how: str) -> None:
-        if value is None:
-            left[key] = "not measured"
-        elif value < 0:
-            left[key] = f"{how} came out {value:.1f} (the path is faster than the setup assumes)"
-        else:
-            t[key] = round(value, 6) if isinstance(value, float) else value
-            src[key] = how
+    def put(key: str, value: int | float, how: str) -> None:
+        t[key] = round(value, 6) if isinstance(value, float) else value
+        src[key] = how
 
     if res.page_bytes is not None:
         put("page_bytes", res.page_bytes, "reads across page boundaries (alignment test)")
@@ -214,8 +213,7 @@ def card_from_probe(res: ProbeResult, *, name: str, setup: str, sets: list[str],
     else:
         left["open_aus"] = res.not_measured.get("open_aus", "not measured")
     population = card_population(fitted_only=True)[0]
-    start = {**from_mapping(CardProfile, population, "the population card").__dict__}
-    start = {k: v for k, v in start.items()
+    start = {k: v for k, v in vars(from_mapping(CardProfile, population, "the population card")).items()
              if k not in NOT_TIMING and isinstance(v, (int, float)) and not isinstance(v, bool)}
     found = {k: v for k, v in t.items() if k in start}
     model = PathModel(setup, sets, res, capacity_bytes)

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 
 from ..records import Row, RunRecord
 from .tables import categories
+from .text import size_text
 
 BAR_H_IN = 0.22            # height per bar, inches
 WIDTH_IN = 10.0
@@ -107,13 +108,6 @@ def family(label: str) -> str:
     return re.sub(r"\s*\[\d+ kB label\]|\s*\d+(\.\d+)?\s*[kKM]i?B\b|\s*\(\d+[kKM]?B?\)", "", label).strip()
 
 
-def _size_text(nbytes: float, _pos: object = None) -> str:
-    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= div:
-            return f"{nbytes / div:g} {unit}" if nbytes % div == 0 else f"{nbytes / div:.1f} {unit}"
-    return f"{nbytes:g} B"
-
-
 def throughput_vs_size(runs: Sequence[tuple[str, RunRecord]]) -> Figure | None:
     """MiB/s against bytes per call (log scale): a panel per op, a colour per row family, a marker per run.
 
@@ -146,7 +140,7 @@ def throughput_vs_size(runs: Sequence[tuple[str, RunRecord]]) -> Figure | None:
                     marker=markers[k % len(markers)], color=colours[fam], linewidth=1.2, markersize=5,
                     label=f"{fam} ({name})" if len(runs) > 1 else fam)
         ax.set_xscale("log")
-        ax.set_xticks(sizes, labels=[_size_text(b) for b in sizes], fontsize=8, rotation=60, ha="right",
+        ax.set_xticks(sizes, labels=[size_text(b) for b in sizes], fontsize=8, rotation=60, ha="right",
                       rotation_mode="anchor")  # neighbouring sizes (53, 64, 77 KiB) would overlap
         ax.minorticks_off()
         ax.set_xlabel("bytes per call")

@@ -10,13 +10,7 @@ from matplotlib.ticker import FuncFormatter
 
 from .. import __version__
 from . import plots
-
-
-def _size(nbytes: float, _pos: object = None) -> str:
-    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= div:
-            return f"{nbytes / div:g} {unit}"
-    return f"{nbytes:g} B"
+from .text import size_text
 
 
 def _alignment(doc: dict[str, Any]) -> Figure | None:
@@ -29,12 +23,12 @@ def _alignment(doc: dict[str, Any]) -> Figure | None:
     for key, label in (("pre_us", "read just before"), ("on_us", "read across"), ("post_us", "read just after")):
         ax.plot(xs, [r[key] for r in rows], marker="o", label=label)
     ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(FuncFormatter(_size))
+    ax.xaxis.set_major_formatter(FuncFormatter(size_text))
     ax.set_xlabel("boundary size (reads across odd multiples of it)")
     ax.set_ylabel("median read time (µs)")
     for key, label in (("page_bytes", "page"), ("au_bytes_read", "AU (reads)")):
         if doc.get(key):
-            ax.axvline(doc[key], color="#888", linestyle=":", label=f"{label}: {_size(doc[key])}")
+            ax.axvline(doc[key], color="#888", linestyle=":", label=f"{label}: {size_text(doc[key])}")
     ax.legend(loc="upper left")
     return fig
 
@@ -47,7 +41,7 @@ def _streams(doc: dict[str, Any]) -> Figure | None:
     left, right = fig.subplots(1, 2)
     if a:
         left.plot([r["streams"] for r in a], [r["write_us"] / 1e3 for r in a], marker="o",
-                  label=f"16 KiB writes, streams {_size(doc['stream_spacing_bytes'])} apart")
+                  label=f"16 KiB writes, streams {size_text(doc['stream_spacing_bytes'])} apart")
         if doc.get("open_aus"):
             left.axvline(doc["open_aus"], color="#888", linestyle=":", label=f"open units: {doc['open_aus']}")
         left.set_yscale("log")
@@ -58,10 +52,10 @@ def _streams(doc: dict[str, Any]) -> Figure | None:
         right.plot([r["spacing_bytes"] for r in b], [r["write_us"] / 1e3 for r in b], marker="o",
                    label=f"{(doc.get('open_aus') or 0) + 1} streams")
         right.set_xscale("log", base=2)
-        right.xaxis.set_major_formatter(FuncFormatter(_size))
+        right.xaxis.set_major_formatter(FuncFormatter(size_text))
         if doc.get("au_bytes_write"):
             right.axvline(doc["au_bytes_write"], color="#888", linestyle=":",
-                          label=f"AU: {_size(doc['au_bytes_write'])}")
+                          label=f"AU: {size_text(doc['au_bytes_write'])}")
         right.set_yscale("log")
         right.set_xlabel("stream spacing")
         right.set_ylabel("median time per write (ms)")
@@ -80,4 +74,4 @@ def render(doc: dict[str, Any], findings: list[tuple[str, str]], *, title: str) 
 
     return _env().get_template("probe.html.j2").render(
         title=title, figures=figs, findings=findings, latency=doc.get("latency", []),
-        not_measured=doc.get("not_measured", {}), version=__version__, size=_size)
+        not_measured=doc.get("not_measured", {}), version=__version__, size=size_text)

@@ -14,6 +14,15 @@ def num(x: float | None, digits: int = 3) -> str:
     return f"{x:.{digits}f}"
 
 
+def size_text(nbytes: float, _pos: object = None) -> str:
+    """A byte count in the largest binary unit it fills: ``16 KiB``, ``14.9 GiB`` (also a matplotlib tick
+    formatter, hence ``_pos``)."""
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= div:
+            return f"{nbytes / div:g} {unit}" if nbytes % div == 0 else f"{nbytes / div:.1f} {unit}"
+    return f"{nbytes:g} B"
+
+
 def pct(x: float | None) -> str:
     return DASH if x is None else f"{x * 100:.1f} %"
 
