@@ -9,7 +9,8 @@ card's wall clock) and keeps medians, so a background pause or a scheduling hicc
 * **Latency**: one-sector and multi-block reads (read-only) and writes, sequential and random.
 * **Open units** (writes, flashbench ``--open-au``): 16 KiB writes round-robin to N streams one spacing apart.
   While N is at most the AUs the card keeps open, each write lands in an open update block; beyond, every
-  write first merges the least recently used one, so the time per write jumps.
+  write first merges the least recently used one, so the time per write jumps (and stays up: the next N
+  must be slow too, so one hiccup of a real device is not taken for it).
 * **AU size** (writes): with one stream more than the card keeps open, the streams' spacing is halved until
   the streams share AUs and the jump disappears: the smallest slow spacing is the AU.
 * **Erase** (writes, where the device takes it): ERASE of one and of four spacings, and DISCARD, timed.
@@ -303,6 +304,7 @@ class Prober:
             return
         fast = 0.0
         shift = 0
+        slow_from: int | None = None
         for n in range(1, n_max + 1):
             self.progress("open units", n / n_max)
             t = self._streams_us(n, s, shift)
@@ -310,9 +312,16 @@ class Prober:
             self.res.open_streams.append({"streams": n, "write_us": t})
             if n == 1:
                 fast = t
-            elif self._slow(t, fast):
-                self.res.open_aus, self.res.merge_us = n - 1, t - fast
+            elif not self._slow(t, fast):
+                slow_from = None  # a slow count alone was noise (a real device's hiccup)
+            elif slow_from is not None or n == n_max:
+                # beyond the open units every larger count merges too: the second slow count in a row confirms
+                first = slow_from if slow_from is not None else n
+                self.res.open_aus = first - 1
+                self.res.merge_us = self.res.open_streams[first - 1]["write_us"] - fast
                 return
+            else:
+                slow_from = n
         self.res.not_measured["open_aus"] = (f"writes to up to {n_max} streams {s // MiB} MiB apart did not slow "
                                              f"down: the card keeps at least {n_max} open, or merges cost little")
 
