@@ -203,14 +203,13 @@ def fat_problems(fs: Any) -> str:
     if lay is None:
         return ""
     raw = dev.read(lay.fat_start, lay.fat_sectors)
-    width = {12: 1.5, 16: 2, 32: 4}[lay.fat_type]
     used = 0
     for c in range(2, lay.cluster_count + 2):
-        if lay.fat_type == 12:
+        if lay.fat_type == 12:  # 12-bit entries, two in three bytes
             v = int.from_bytes(raw[c * 3 // 2:c * 3 // 2 + 2], "little")
             v = v >> 4 if c & 1 else v & 0xFFF
         else:
-            w = int(width)
+            w = lay.fat_type // 8
             v = int.from_bytes(raw[c * w:c * w + w], "little") & (0x0FFFFFFF if w == 4 else 0xFFFF)
         used += v != 0
     held = 0
