@@ -35,12 +35,13 @@ class PowerCut(BlockDeviceError):
 
 @dataclass(frozen=True)
 class FaultConfig:
-    cut_at_op: int = opt(0, min=0, help="cut the power during this write, erase or trim (1 = the first); 0 = never")
-    torn_sectors: int = opt(-1, min=-1, help="sectors of the cut write or erase that reach the medium; "
-                                             "-1 = drawn from the seed")
+    cut_at_op: int = opt(0, unit="ops", min=0,
+                         help="cut the power during this write, erase or trim (1 = the first); 0 = never")
+    torn_sectors: int = opt(-1, unit="sectors", min=-1, help="sectors of the cut write or erase that reach the "
+                                                              "medium; -1 = drawn from the seed")
     bitflip_probability: float = opt(0.0, min=0.0, max=1.0, help="chance per sector read of one flipped bit")
-    bad_sectors: tuple[int, ...] = opt(factory=tuple, help="sectors whose reads and writes fail (a card's "
-                                                            "reported error)")
+    bad_sectors: tuple[int, ...] = opt(factory=tuple, unit="LBA", help="sectors whose reads and writes fail (a "
+                                                                         "card's reported error)")
     volatile_sectors: int = opt(0, unit="sectors", min=0, max=1 << 20,
                                 help="the medium acknowledges writes from a volatile cache of this many sectors "
                                      "that sync does not flush; a cut loses them")
