@@ -196,3 +196,31 @@ def test_p2_summary_reads_as_words_with_units(capsys):
     summary = out[out.index("| summary | value |"):]
     assert "| SPI byte rate (clock / 8) | 3052 KiB/s |" in summary
     assert "Raw write: 64 sectors per command vs 1 (throughput gain)" in summary and "_" not in summary
+
+
+def test_simulated_scenarios_side_by_side_give_the_same_records(capsys, tmp_path):
+    """-j 2 runs the two scenarios (and their range runs) in processes of their own; the figures, their order
+    and the stored runs are those of a run one after the other."""
+    from sdbench.records import RunRecord
+    from sdbench.store import open_store
+
+    args = ["run", "p2-spi25-350mhz-pny-16gb", "sdfat-bench-esp32-sdmmc", "--runs", "2", "-f", "json", "-q"]
+    code1, one, _ = run(capsys, *args, "-j", "1", "--no-save")
+    db = tmp_path / "runs.db"
+    code2, two, _ = run(capsys, *args, "-j", "2", "--db", str(db))
+    assert code1 == code2 == 0
+    assert one == two
+    doc = json.loads(two)
+    assert [r["scenario"] for r in doc["runs"]] == ["p2-spi25-350mhz-pny-16gb", "sdfat-bench-esp32-sdmmc"]
+    assert all(r["metadata"]["range"]["members"] >= 2 for r in doc["runs"])  # the ranges ran too
+    with open_store(str(db)) as store:
+        stored = [store.load(i) for i in (1, 2)]
+    assert [s.to_dict()["rows"] for s in stored] == [RunRecord.from_dict(r).to_dict()["rows"] for r in doc["runs"]]
+
+
+def test_range_runs_in_processes_give_the_same_ranges(capsys):
+    args = ["run", "sdfat-bench-esp32-sdmmc", "--runs", "2", "-f", "json", "-q", "--no-save"]
+    code1, one, _ = run(capsys, *args, "-j", "1")
+    code2, two, _ = run(capsys, *args, "-j", "3")
+    assert code1 == code2 == 0 and one == two
+    assert json.loads(two)["runs"][0]["rows"][0]["time_ms_range"]

@@ -370,7 +370,7 @@ def test_cdm_and_a1_presets_on_an_image(tmp_path):
 def test_deep_queues_spread_over_processes_and_cover_every_block_once(tmp_path):
     from sdbench.media.linux import LinuxBlockDevice
     from sdbench.workloads.fio import JobConfig, run_job
-    from sdbench.workloads.fio.engine import PROCESS_MIN_IODEPTH, _Engine
+    from sdbench.workloads.fio.engine import PROCESS_MIN_IODEPTH, _cpus, _Engine
     from sdbench.workloads.fio.target import _open_port
 
     img = tmp_path / "card.img"
@@ -379,19 +379,21 @@ def test_deep_queues_spread_over_processes_and_cover_every_block_once(tmp_path):
     try:
         for rw in ("randread", "randrw"):
             job = JobConfig(name="q", rw=rw, bs_bytes=4096, size_bytes=4 << 20, iodepth=2 * PROCESS_MIN_IODEPTH,
-                            seed=3)
+                            seed=3, ioengine="psync")
             port = _open_port(dev, job)
             eng = _Engine(port, job, 1)
             procs = eng.processes()
             eng.close()
             port.close()
-            assert procs == min(os.cpu_count() or 1, 4)
+            assert procs == min(_cpus(), 4)
             res = run_job(dev, job)
             lp = res.loops[0]
+            assert res.ioengine == "psync"
             assert lp.ops["read"] + lp.ops["write"] == 1024        # every block of the region, once
             assert lp.lat["read"].size == lp.ops["read"] and (lp.lat["read"] > 0).all()
         # verify keeps one process: its record of written blocks lives there
-        job = JobConfig(name="v", rw="randwrite", bs_bytes=4096, size_bytes=1 << 20, iodepth=16, verify="crc32c")
+        job = JobConfig(name="v", rw="randwrite", bs_bytes=4096, size_bytes=1 << 20, iodepth=16, verify="crc32c",
+                        ioengine="psync")
         port = _open_port(dev, job)
         eng = _Engine(port, job, 1)
         assert eng.processes() == 1
@@ -399,3 +401,17 @@ def test_deep_queues_spread_over_processes_and_cover_every_block_once(tmp_path):
         port.close()
     finally:
         dev.close()
+
+
+def test_sequential_mix_is_fios_rw():
+    """rw (fio's readwrite): blocks in order, each a read with rwmixread % probability; fio's spellings map."""
+    from sdbench.workloads.fio.jobs import job_from_mapping, parse_fio_ini
+    from sdbench.workloads.fio.plan import block_order, op_kinds
+
+    job = job_from_mapping({"rw": "readwrite", "bs": "4k", "size": "4M", "rwmixread": 70})
+    assert job.rw == "rw" and job.reads and job.writes and not job.random
+    assert list(block_order(job, 1024, 0)) == list(range(1024))
+    kinds = op_kinds(job, 1024, 0)
+    assert len(kinds) == 1024 and 0.6 < sum(kinds) / 1024 < 0.8
+    (ini,) = parse_fio_ini("[j]\nrw=readwrite\nbs=4k\nsize=1M\n", "j.fio")
+    assert ini.rw == "rw"

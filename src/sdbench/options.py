@@ -6,6 +6,10 @@ reference tables in docs/scenarios.md are all derived from these declarations::
     @dataclass(frozen=True)
     class BusConfig:
         clock_hz: int = opt(40_000_000, unit="Hz", min=100_000, help="bus clock")
+
+A class may list options it no longer takes in a ``RETIRED_OPTIONS`` class
+variable (name -> what to write instead); a table naming one is refused with
+that text rather than as an unknown option.
 """
 from __future__ import annotations
 
@@ -163,6 +167,11 @@ def from_mapping(cls: type[T], data: dict[str, Any], where: str = "") -> T:
         raise ConfigError(f"{where or cls.__name__}: expected a table, got {_shown(data)}")
     hints = typing.get_type_hints(cls)
     by_name = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+    # an option a class no longer takes is refused with what to write instead, not as a typo
+    retired: dict[str, str] = getattr(cls, "RETIRED_OPTIONS", {})
+    old = sorted(set(data) & set(retired))
+    if old:
+        raise ConfigError(f"{where or cls.__name__}: {old[0]} is no longer an option: {retired[old[0]]}")
     unknown = sorted(set(data) - set(by_name))
     if unknown:
         prefix = f"{where}." if where else ""

@@ -469,10 +469,10 @@ def _cell_job(job: tuple[int, str, list[str], Cell, WorkloadConfig]) -> tuple[in
 def run_matrix(name: str, sets: list[str], cell_list: list[Cell], cfg: WorkloadConfig, *, workers: int = 1,
                dask: str | None = None, done: Callable[[int], None] | None = None) -> list[CellResult]:
     """Every cell, in ``workers`` processes (or on a Dask cluster: "local" or a scheduler address)."""
-    from .sweep import run_dask, run_pool
+    from .parallel import run_dask, run_pool
 
     jobs = [(i, name, list(sets), c, cfg) for i, c in enumerate(cell_list)]
-    tick = done or (lambda i: None)
+    tick = (lambda i, _cell: done(i)) if done is not None else (lambda i, _cell: None)
     out = (run_dask(jobs, dask, workers, True, tick, fn=_cell_job) if dask
            else run_pool(jobs, workers, tick, fn=_cell_job))
     return [out[i] for i in range(len(jobs))]

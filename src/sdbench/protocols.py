@@ -16,6 +16,7 @@ from typing import Any
 
 from . import __version__, population
 from .errors import SdbenchError
+from .parallel import run_pool
 from .records import Row, RunRecord
 from .runner import Context, WallProgress
 from .scenarios import Scenario
@@ -36,15 +37,45 @@ def stability_warnings(rows: list[Row]) -> list[str]:
 
 def run_scenario(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
                  on_row: Callable[[Row], None] | None = None,
-                 on_built: Callable[[Built], None] | None = None, ranges: bool = False) -> RunRecord:
+                 on_built: Callable[[Built], None] | None = None, ranges: bool = False,
+                 workers: int = 1) -> RunRecord:
     """Run ``sc``; ``on_built`` is called once the stack is built and checked, ``on_row`` with each finished row
     (without its range: ranges come once the whole run is done, in the returned record).
 
     ``ranges``: give simulated rows ``time_ms_range`` and say in ``metadata["range"]`` what it spans or why
-    there is none (see :mod:`sdbench.population`); the central figures are the same either way.
+    there is none (see :mod:`sdbench.population`); the central figures are the same either way.  The range's
+    runs are independent and go to ``workers`` processes; the record does not depend on how many.
     """
     rec = _run_once(sc, progress=progress, listeners=listeners, on_row=on_row, on_built=on_built)
-    return with_ranges(sc, rec) if ranges else rec
+    return with_ranges(sc, rec, workers=workers) if ranges else rec
+
+
+def run_scenarios(scs: list[Scenario], *, workers: int, ranges: bool = False,
+                  done: Callable[[int, Any], None] | None = None) -> list[Any]:
+    """Run simulated scenarios side by side in ``workers`` processes; each record depends only on its scenario
+    and seed, never on the worker.  Returns, in the order given, each RunRecord or the SdbenchError that
+    refused or failed it; ``done(index, result)`` as each finishes."""
+    # spare workers (more than scenarios) take the scenarios' range runs
+    inner = max(1, workers // max(1, len(scs))) if ranges else 1
+    jobs = [(i, sc, ranges, inner) for i, sc in enumerate(scs)]
+    out = run_pool(jobs, min(workers, len(scs)), done or (lambda i, res: None), _scenario_job)
+    return [out[i] for i in range(len(scs))]
+
+
+def _rows_job(job: tuple[int, Scenario]) -> tuple[int, Any]:
+    i, sc = job
+    try:
+        return i, _run_once(sc).rows
+    except SdbenchError as e:
+        return i, e
+
+
+def _scenario_job(job: tuple[int, Scenario, bool, int]) -> tuple[int, Any]:
+    i, sc, ranges, workers = job
+    try:
+        return i, run_scenario(sc, ranges=ranges, workers=workers)
+    except SdbenchError as e:
+        return i, e
 
 
 def _run_once(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
@@ -88,11 +119,11 @@ def _run_once(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
                      warnings=tuple(warnings))
 
 
-def with_ranges(sc: Scenario, rec: RunRecord) -> RunRecord:
+def with_ranges(sc: Scenario, rec: RunRecord, *, workers: int = 1) -> RunRecord:
     """``rec`` (the full run of ``sc``) with the range of each simulated row and ``metadata["range"]``: the
     parameters' spread (:func:`_param_ranges`) widened by the model error `sdbench calibrate` recorded
     (:func:`sdbench.population.widen`)."""
-    out = _param_ranges(sc, rec)
+    out = _param_ranges(sc, rec, workers)
     log_sd = population.model_error()
     if rec.clock != "virtual" or not log_sd:
         return out
@@ -104,7 +135,7 @@ def with_ranges(sc: Scenario, rec: RunRecord) -> RunRecord:
                    metadata={**out.metadata, "range": info})
 
 
-def _param_ranges(sc: Scenario, rec: RunRecord) -> RunRecord:
+def _param_ranges(sc: Scenario, rec: RunRecord, workers: int = 1) -> RunRecord:
     """``rec`` with the range of each simulated row from its parameters' spread and ``metadata["range"]``.
 
     The central figures stay as they are.  The central scenario and every member then run with the protocol's
@@ -128,20 +159,26 @@ def _param_ranges(sc: Scenario, rec: RunRecord) -> RunRecord:
     else:
         members = population.select(pl.members, k)
     reduced = population.with_runs(sc, runs)
-    try:
-        central = rec.rows if runs == full_runs else _run_once(reduced).rows
-    except SdbenchError as e:
-        info.update(method="none", reason=f"the central scenario does not run with {spec.runs_option} = {runs}: {e}")
+    # the central scenario at the reduced runs (unless that is the full run) and every member: independent runs
+    scs = [reduced] if runs != full_runs else []
+    scs += [population.member_scenario(reduced, m) for m in members]
+    ran = run_pool(list(enumerate(scs)), min(workers, len(scs)), lambda i, res: None, _rows_job)
+    results = [ran[i] for i in range(len(scs))]
+    central_res = results.pop(0) if runs != full_runs else rec.rows
+    if isinstance(central_res, SdbenchError):
+        info.update(method="none", reason=f"the central scenario does not run with {spec.runs_option} = {runs}: "
+                                          f"{central_res}")
         return replace(rec, metadata={**rec.metadata, "range": info})
+    central = central_res
     member_rows: list[tuple[Row, ...]] = []
     used: list[str] = []
     failed: list[str] = []
-    for m in members:
-        try:
-            member_rows.append(_run_once(population.member_scenario(reduced, m)).rows)
+    for m, res in zip(members, results):
+        if isinstance(res, SdbenchError):
+            failed.append(f"{m.name}: {res}")
+        else:
+            member_rows.append(res)
             used.append(m.name)
-        except SdbenchError as e:
-            failed.append(f"{m.name}: {e}")
     warnings: list[str] = []
     if failed:
         info["failed"] = failed

@@ -32,10 +32,8 @@ import hashlib
 import itertools
 import json
 import math
-import multiprocessing
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable
 from importlib import resources
@@ -44,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, SdbenchError
+from .parallel import run_dask, run_pool
 from .options import is_shipped_name, parse_toml, read_text_file, stat_or_none
 from .records import Results, RunRecord
 
@@ -178,76 +177,6 @@ def _run_indexed(args: tuple[int, str, list[str]]) -> tuple[int, dict[str, Any]]
     return i, run_configuration(base, overrides)
 
 
-# ---- executors -------------------------------------------------------------------------------------
-
-def _mp_context() -> multiprocessing.context.BaseContext:
-    """Fork workers from this (warmed-up, single-threaded) process when possible: they start at once
-    with sdbench imported and no filesystem mounted; with other threads around, fork is unsafe, so
-    a fork server (sdbench preloaded) or spawn."""
-    methods = multiprocessing.get_all_start_methods()
-    if "fork" in methods and threading.active_count() == 1:
-        return multiprocessing.get_context("fork")
-    if "forkserver" in methods:
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["sdbench.sweep", "sdbench.protocols"])
-        return ctx
-    return multiprocessing.get_context("spawn")
-
-
-def run_pool(jobs: list[Any], workers: int, done: Callable[[int], None],
-              fn: Callable[[Any], tuple[int, Any]] = _run_indexed) -> dict[int, Any]:
-    """``fn(job) -> (index, result)`` for every job, in ``workers`` processes (``fn`` a module-level
-    function: it is sent to them)."""
-    out: dict[int, Any] = {}
-    if workers <= 1:
-        for job in jobs:
-            i, rec = fn(job)
-            out[i] = rec
-            done(i)
-        return out
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_mp_context()) as ex:
-        futs = [ex.submit(fn, job) for job in jobs]
-        for f in as_completed(futs):
-            i, rec = f.result()
-            out[i] = rec
-            done(i)
-    return out
-
-
-def run_dask(jobs: list[Any], address: str, workers: int, processes: bool, done: Callable[[int], None],
-              fn: Callable[[Any], tuple[int, Any]] = _run_indexed) -> dict[int, Any]:
-    try:
-        from distributed import Client, LocalCluster, as_completed
-    except ImportError:  # pragma: no cover - dask is a dependency
-        raise SdbenchError("--dask needs the 'distributed' package") from None
-    cluster = None
-    try:
-        if address == "local":
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes,
-                                   dashboard_address=None)
-            client = Client(cluster)
-        else:
-            try:
-                client = Client(address, timeout="10s")
-            except (OSError, TimeoutError) as e:
-                raise SdbenchError(f"cannot reach the Dask scheduler at {address}: {e}") from None
-        try:
-            futs = client.map(fn, jobs, pure=False)
-            out: dict[int, Any] = {}
-            for f in as_completed(futs):
-                i, rec = f.result()
-                out[i] = rec
-                done(i)
-            return out
-        finally:
-            client.close()
-    finally:
-        if cluster is not None:
-            cluster.close()
-
-
 # ---- the sweep ---------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -288,7 +217,7 @@ def run_sweep(spec: SweepSpec, *, workers: int | None = None, dask: str | None =
     sid = sweep_id(spec)
     finished = 0
 
-    def done(i: int) -> None:
+    def done(i: int, _rec: Any = None) -> None:
         nonlocal finished
         finished += 1
         if progress is not None:
@@ -297,10 +226,10 @@ def run_sweep(spec: SweepSpec, *, workers: int | None = None, dask: str | None =
 
     t0 = time.perf_counter()
     if dask:
-        out = run_dask(jobs, dask, n_workers, dask_processes, done)
+        out = run_dask(jobs, dask, n_workers, dask_processes, done, _run_indexed)
         executor = "dask-local" if dask == "local" else f"dask {dask}"
     else:
-        out = run_pool(jobs, n_workers, done)
+        out = run_pool(jobs, n_workers, done, _run_indexed)
         executor = "local"
     wall = time.perf_counter() - t0
     records = []

@@ -69,8 +69,8 @@ def _hosts() -> None:
             rows.append([name, "esp_flash (SPI NOR)", _mhz(f.cpu_hz), limit, "-", _fitted("hosts", name),
                          f.description])
             continue
-        limits = [x for x in (h.max_bus_clock_hz, h.cpu_hz // h.min_clock_divider if h.min_clock_divider else 0) if x]
-        limit = _mhz(min(limits)) if limits else "-"
+        limit_hz, _ = h.bus_clock_limit
+        limit = _mhz(limit_hz) if limit_hz else "-"
         # the card's own limit follows from the mode the driver leaves it in (Default Speed: 25 MHz)
         mode = "High Speed (CMD6)" if h.high_speed else "Default Speed"
         rows.append([name, h.driver, _mhz(h.cpu_hz), limit, mode, _fitted("hosts", name), h.description])

@@ -11,6 +11,7 @@ results document atomically (temporary file + rename).
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import shutil
 import json
@@ -30,9 +31,10 @@ from ..fs.hostdir import DirTarget, open_directory
 from ..media.linux import LinuxBlockDevice
 from ..media.realtarget import open_device
 from .grant import write_grant
-from ..options import to_mapping
+from ..options import from_mapping, to_mapping
 from ..records import MIB, Results, RunRecord
 from ..workloads import fio as fiomod
+from ..workloads.fio.presets import CdmConfig
 from ..workloads.stream import run_stream
 
 
@@ -128,13 +130,17 @@ def print_fio_table(rec: RunRecord) -> None:
 
 def print_cdm_table(rec: RunRecord) -> None:
     rows = []
+    mixed = "mix" in rec.metadata
     for r in rec.rows:
         m = rec.metadata["rows"].get(r.label, {})
         lat = m.get("lat", {})
         best = max(m.get("loops", [{}]), key=lambda x: x.get("mib_s", 0))
-        rows.append([r.label, r.reported_value, best.get("iops"), m.get("mean_loop_mib_s", 0) * MIB / 1e6,
-                     lat.get("mean_us"), lat.get("p99_us")])
-    _md_table(None, ["Test", "MB/s (best loop)", "IOPS (best loop)", "MB/s (mean)", "Mean µs", "p99 µs"], rows)
+        row = [r.label, r.reported_value, best.get("iops"), m.get("mean_loop_mib_s", 0) * MIB / 1e6,
+               lat.get("mean_us"), lat.get("p99_us")]
+        # a mix row shows the read share its ops had, to set against the one asked for
+        rows.append(row + [m.get("read_share_pct")] if mixed else row)
+    _md_table(None, ["Test", "MB/s (best loop)", "IOPS (best loop)", "MB/s (mean)", "Mean µs", "p99 µs"]
+              + (["Reads %"] if mixed else []), rows)
 
 
 def print_a1_table(rec: RunRecord) -> None:
@@ -220,6 +226,34 @@ def _identity(device: Optional[str]) -> Optional[dict[str, Any]]:
         return None
 
 
+#: the cdm options as the command line names them
+_CDM_FLAGS = {"profile": "--profile", "mode": "--mode", "mix": "--mix", "mix_read_pct": "--mix-read-pct"}
+
+
+def _cdm_config(values: dict[str, Any]) -> CdmConfig:
+    """The cdm options checked against their declaration (CdmConfig) before any work; an error names the flag."""
+    try:
+        return from_mapping(CdmConfig, values)
+    except ConfigError as e:
+        msg = str(e)
+        for name, flag in _CDM_FLAGS.items():
+            if msg.startswith(f"{name} "):
+                raise ConfigError(flag + msg[len(name):]) from None
+        raise
+
+
+def _cdm_field(name: str) -> dataclasses.Field[Any]:
+    return {f.name: f for f in dataclasses.fields(CdmConfig)}[name]
+
+
+def _cdm_help(name: str) -> str:
+    """An option's help as CdmConfig declares it, with its unit, range and default where it has them."""
+    f = _cdm_field(name)
+    m, unit = f.metadata, f" {f.metadata['unit']}" if f.metadata["unit"] else ""
+    bounds = f"; {m['min']}..{m['max']}{unit}, default {f.default}{unit}" if m["min"] is not None else ""
+    return f"{m['help']}{bounds}"
+
+
 class PresetName(str, Enum):
     cdm = "cdm"
     a1 = "a1"
@@ -249,7 +283,7 @@ def register(app: typer.Typer) -> None:
         fio_json_path: Optional[Path] = typer.Option(None, "--fio-json", help="Also write the results as fio's "
                                                                              "JSON output (--output-format=json)."),
         name: Optional[str] = typer.Option(None, "--name", help="Job name."),
-        rw: Optional[str] = typer.Option(None, "--rw", help="read, write, randread, randwrite or randrw."),
+        rw: Optional[str] = typer.Option(None, "--rw", help="read, write, randread, randwrite, rw or randrw."),
         bs: Optional[str] = typer.Option(None, "--bs", help="Bytes per I/O, e.g. 4k, 1M (default 4k)."),
         size: Optional[str] = typer.Option(None, "--size", help="Region size, e.g. 64M (0: to the end of "
                                                                 "--device)."),
@@ -261,7 +295,7 @@ def register(app: typer.Typer) -> None:
         runtime_s: Optional[float] = typer.Option(None, "--runtime-s", help="Stop after this many seconds."),
         time_based: Optional[bool] = typer.Option(None, "--time-based", help="Repeat until --runtime-s."),
         loops: Optional[int] = typer.Option(None, "--loops", help="Run each job this many times."),
-        rwmixread: Optional[int] = typer.Option(None, "--rwmixread", help="Percent reads in randrw."),
+        rwmixread: Optional[int] = typer.Option(None, "--rwmixread", help="Percent reads in rw and randrw."),
         verify: Optional[str] = typer.Option(None, "--verify", help="none or crc32c."),
         seed: Optional[int] = typer.Option(None, "--seed", help="Seed for offsets and data."),
         allow_write: bool = aw_opt, yes: bool = yes_opt, json_path: Optional[Path] = json_opt,
@@ -353,17 +387,37 @@ def register(app: typer.Typer) -> None:
         loops: int = typer.Option(5, "--loops", min=1, help="cdm: loops per test (best loop reported)."),
         runtime_s: Optional[float] = typer.Option(None, "--runtime-s", help="cdm: 5 s per loop; a1: 10 s per "
                                                                             "random job."),
-        mode: str = typer.Option("all", "--mode", help="cdm: all, read or write."),
+        mode: str = typer.Option("all", "--mode", help=f"cdm: {_cdm_help('mode')}."),
+        profile: Optional[str] = typer.Option(None, "--profile", help=f"cdm: CrystalDiskMark's profile; "
+                                                                      f"{_cdm_help('profile')} (default: default)."),
+        mix: bool = typer.Option(False, "--mix", help=f"cdm: {_cdm_help('mix')}; the SEQ tests get none."),
+        mix_read_pct: Optional[int] = typer.Option(None, "--mix-read-pct", metavar="PCT",
+                                                   help=f"cdm: {_cdm_help('mix_read_pct')}; implies --mix."),
         offset: Optional[str] = typer.Option(None, "--offset", help="Start of the test region on --device."),
         direct: Optional[bool] = typer.Option(None, "--direct/--buffered", help="O_DIRECT required / page cache."),
         allow_write: bool = aw_opt, yes: bool = yes_opt, json_path: Optional[Path] = json_opt,
         db: Optional[Path] = db_opt, save: bool = save_opt,
         quiet: bool = quiet_opt, keep: bool = keep_opt, drop_caches: bool = drop_opt,
     ) -> None:
-        """Presets: cdm (SEQ1M Q8T1, SEQ1M Q1T1, RND4K Q32T1, RND4K Q1T1), a1 (pass/fail per criterion,
-        exit code 1 on FAIL), sdfat (5 MB in 512-byte writes, 2 write + 2 read passes, latency µs)."""
+        """Presets: cdm (CrystalDiskMark-style, MB/s = 10^6 B/s; --profile default: SEQ1M Q8T1, SEQ1M Q1T1,
+        RND4K Q32T1, RND4K Q1T1; peak: SEQ1M Q8T1, RND4K Q32T16; real: SEQ1M Q1T1, RND4K Q1T1; --mix adds a
+        read/write mix row per test, e.g. "RND4K Q32T16 mix 70/30"), a1 (pass/fail per criterion, exit
+        code 1 on FAIL), sdfat (5 MB in 512-byte writes, 2 write + 2 read passes, latency µs)."""
         if json_path is not None:
             check_writable_output(json_path)
+        cdm = CdmConfig()
+        if preset is PresetName.cdm:
+            values: dict[str, Any] = {"mode": mode, "mix": mix or mix_read_pct is not None}
+            if profile is not None:
+                values["profile"] = profile
+            if mix_read_pct is not None:
+                values["mix_read_pct"] = mix_read_pct
+            cdm = _cdm_config(values)
+        else:
+            given = [flag for flag, v in (("--profile", profile), ("--mix", mix or None),
+                                          ("--mix-read-pct", mix_read_pct)) if v is not None]
+            if given:
+                raise ConfigError(f"{', '.join(given)}: options of preset cdm only")
         off = _parse_size_opt(offset, "--offset") or 0
         default_size = {"cdm": 1024 * MIB, "a1": 64 * MIB, "sdfat": fiomod.SDFAT_FILE_BYTES}[preset.value]
         size_bytes = _parse_size_opt(size, "--size") or 0
@@ -376,10 +430,8 @@ def register(app: typer.Typer) -> None:
                                f"(16 MiB..{default_size // MIB} MiB) that fits the target; --size sets another",
                                err=True)
         if preset is PresetName.cdm:
-            if mode not in ("all", "read", "write"):
-                raise ConfigError(f"--mode {mode!r} is not one of all, read, write")
-            writes = mode != "read"
             # read-only runs on a device still need data; only a writable target is prefilled
+            writes = cdm.mode != "read" or cdm.mix
             window = size_bytes
         elif preset is PresetName.a1:
             writes, window = True, size_bytes
@@ -394,8 +446,9 @@ def register(app: typer.Typer) -> None:
         try:
             if preset is PresetName.cdm:
                 rec = fiomod.run_cdm(target, size_bytes=size_bytes, loops=loops,
-                                     runtime_s=5.0 if runtime_s is None else runtime_s, mode=mode, progress=prog,
-                                     identity=ident)
+                                     runtime_s=5.0 if runtime_s is None else runtime_s, mode=cdm.mode,
+                                     profile=cdm.profile, mix=cdm.mix, mix_read_pct=cdm.mix_read_pct,
+                                     progress=prog, identity=ident)
             elif preset is PresetName.a1:
                 rec = fiomod.run_a1(target, size_bytes=size_bytes, runtime_s=10.0 if runtime_s is None else runtime_s,
                                     progress=prog, identity=ident)

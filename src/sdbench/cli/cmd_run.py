@@ -1,6 +1,7 @@
 """``sdbench run`` and ``sdbench scenarios``."""
 from __future__ import annotations
 
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -12,7 +13,8 @@ from dataclasses import replace as _replace
 
 from .. import scenarios as scen
 from ..errors import RunFailedError, SdbenchError
-from ..protocols import run_scenario
+from ..protocols import run_scenario, run_scenarios
+from ..runner import WallProgress
 from ..workloads.registry import PROTOCOLS, protocol, text_formats
 from ..records import Results, RunRecord
 from ..report_text import markdown_table
@@ -79,6 +81,10 @@ def register(app: typer.Typer) -> None:
         buffered: bool = typer.Option(False, "--buffered", help="--device/--dir: no O_DIRECT."),
         drop_caches: bool = typer.Option(False, "--drop-caches", help="--dir: drop the kernel caches between "
                                                                       "steps (root only)."),
+        workers: Optional[int] = typer.Option(None, "--workers", "-j", min=1, max=4096,
+                                              help="Processes for simulated runs: scenarios side by side, and a "
+                                                   "run's range runs (default: the number of CPUs). Figures do "
+                                                   "not depend on it."),
     ) -> None:
         """Run scenarios (protocol + stack) and print one line per measurement.
 
@@ -130,10 +136,19 @@ def register(app: typer.Typer) -> None:
             from ..store import open_store
 
             store = open_store(str(db) if db is not None else None)
+        n_workers = workers or os.cpu_count() or 1
+        progress = not quiet and sys.stderr.isatty()
+        simulated = [sc for sc in loaded if sc.clock_kind() == "virtual"]
+        # simulated scenarios are independent: with several, they run side by side first, in their own processes
+        ahead = _run_side_by_side(simulated, n_workers, ranges=not no_range, progress=progress) \
+            if n_workers > 1 and len(simulated) > 1 else {}
         try:
             for sc in loaded:
-                rec = _run_one(sc, store, progress=not quiet and sys.stderr.isatty(), quiet=quiet,
-                               ranges=not no_range)
+                if id(sc) in ahead:
+                    rec = _keep(sc, ahead[id(sc)], store, quiet=quiet)
+                else:
+                    rec = _run_one(sc, store, progress=progress, quiet=quiet, ranges=not no_range,
+                                   workers=n_workers)
                 records.append(rec)
                 if not quiet:
                     for w in rec.warnings:
@@ -161,7 +176,34 @@ def _retarget(sc: scen.Scenario, spec: Any, kind: str) -> dict[str, Any]:
     return {**sc.options, spec.table: spec.on_media(spec.config_of(sc), kind)}
 
 
-def _run_one(sc: scen.Scenario, store, *, progress: bool, quiet: bool, ranges: bool = True) -> RunRecord:
+def _run_side_by_side(scs: list[scen.Scenario], workers: int, *, ranges: bool,
+                      progress: bool) -> dict[int, RunRecord | SdbenchError]:
+    """Simulated scenarios in ``workers`` processes; each one's record or error, by id() of its scenario."""
+    bar = WallProgress(len(scs), f"{len(scs)} scenarios in {min(workers, len(scs))} processes", enabled=progress)
+    try:
+        got = run_scenarios(scs, workers=workers, ranges=ranges,
+                            done=lambda i, res: bar.advance(f"{scs[i].name} done"))
+    finally:
+        bar.close()
+    return {id(sc): res for sc, res in zip(scs, got)}
+
+
+def _keep(sc: scen.Scenario, res: RunRecord | SdbenchError, store, *, quiet: bool) -> RunRecord:
+    """A scenario that ran side by side: its record saved whole (or its error raised, as if it ran here)."""
+    if isinstance(res, SdbenchError):
+        raise res
+    if not quiet:
+        typer.echo(f"ran {sc.name}: {sc.description}", err=True)
+    if store is None:
+        return res
+    rid = store.save(res)
+    if not quiet:
+        typer.echo(f"saved as run {rid}", err=True)
+    return res
+
+
+def _run_one(sc: scen.Scenario, store, *, progress: bool, quiet: bool, ranges: bool = True,
+             workers: int = 1) -> RunRecord:
     """Run one scenario; with a store, its row is written once the stack is built and each finished row is
     committed at once (a run killed part-way keeps what it measured). A run that fails after it began is
     stored as failed with the reason, and the command exits 1. Nothing is said before the stack is built and
@@ -180,7 +222,7 @@ def _run_one(sc: scen.Scenario, store, *, progress: bool, quiet: bool, ranges: b
 
     try:
         # rows are stored as they finish; their ranges come at the end, with the record finish_run stores
-        rec = run_scenario(sc, progress=progress, on_built=begin, ranges=ranges,
+        rec = run_scenario(sc, progress=progress, on_built=begin, ranges=ranges, workers=workers,
                            on_row=(lambda row: store.add_row(rid, row)) if store is not None else None)
     except KeyboardInterrupt:
         _mark_failed(store, rid, "interrupted")

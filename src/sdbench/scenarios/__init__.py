@@ -9,7 +9,9 @@ stack builder (:mod:`sdbench.stack`) makes what a scenario describes.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+import typing
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -19,10 +21,16 @@ from ..errors import ConfigError
 from ..fs.fat import FatConfig
 from ..fs.littlefs import LittleFsConfig
 from ..media.faults import FaultConfig
+from ..media.sim.card import CardProfile
+from ..media.sim.esp_flash import EspFlashHostProfile
+from ..media.sim.host import HostProfile
+from ..media.sim.nor import FlashChipProfile
 from ..media.realtarget import NO_WRITES, WriteGrant
 from ..options import apply_overrides, from_mapping, is_shipped_name, parse_toml, read_toml_file, to_mapping
 from ..stack import MEDIA, Built, build
 from ..stack.bridge import SdBridgeConfig
+from ..stack.flash import SimFlashConfig
+from ..stack.sd import SimSdConfig
 from ..workloads.registry import protocols
 
 DATA = resources.files("sdbench") / "data"
@@ -159,8 +167,80 @@ def load(name_or_path: str, overrides: list[str] | None = None) -> Scenario:
     data, src = _load_raw(name_or_path)
     sc = _from_data(data, src)
     if overrides:
-        sc = _from_data(apply_overrides(data, overrides), src)
+        changed = apply_overrides(data, overrides)
+        sc = _from_data(changed, src)
+        # the file's text describes the file's values: a run with other values says which
+        note = changes_text(data, changed, overrides)
+        if note:
+            sc = replace(sc, description=f"{sc.description}; {note}" if sc.description else note)
     return sc
+
+
+#: tables inside [sd] and [flash] that are not fields of the media's options (Scenario.media_config pops them)
+_SIDE_TABLES: dict[str, type] = {"cache": CacheConfig, "bridge": SdBridgeConfig, "faults": FaultConfig}
+#: the profile whose fields a media option's override table holds
+_PROFILE_OVERRIDES: dict[tuple[type, str], type] = {
+    (SimSdConfig, "host_params"): HostProfile, (SimSdConfig, "card_params"): CardProfile,
+    (SimFlashConfig, "host_params"): EspFlashHostProfile, (SimFlashConfig, "chip_params"): FlashChipProfile}
+
+
+def changes_text(before: dict[str, Any], after: dict[str, Any], overrides: list[str]) -> str:
+    """What ``overrides`` changed in a scenario's table, as "changed: sd.bus.clock_hz = 20000000 Hz, ..."
+    (each value with its declared unit, in the order the overrides name them); "" when nothing changed."""
+    old, new = dict(_leaves(before)), _leaves(after)
+    # a description set by an override is the user's own text: it needs no note of itself
+    keys = [k for k, v in new if k != "description" and (k not in old or old[k] != v or type(old[k]) is not type(v))]
+    named = [".".join(p.strip() for p in o.split("=", 1)[0].split(".")) for o in overrides]
+
+    def order(key: str) -> int:
+        return next((i for i, n in enumerate(named) if key == n or key.startswith(n + ".")), len(named))
+    values = dict(new)
+    shown = []
+    for k in sorted(keys, key=order):
+        unit = _unit_at(after, k.split("."))
+        shown.append(f"{k} = {_value_text(values[k])}" + (f" {unit}" if unit and unit != "address" else ""))
+    return f"changed: {', '.join(shown)}" if shown else ""
+
+
+def _leaves(table: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if isinstance(table, dict) and (table or not prefix):
+        return [kv for k, v in table.items() for kv in _leaves(v, f"{prefix}.{k}" if prefix else str(k))]
+    return [(prefix, table)]
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return json.dumps(value, ensure_ascii=False, default=str)  # strings quoted, as in TOML
+
+
+def _unit_at(data: dict[str, Any], parts: list[str]) -> str:
+    """The declared unit of the option at ``parts`` of a scenario table; "" when it has none or is not known."""
+    head, rest = parts[0], parts[1:]
+    cls: Any = None
+    if head in ("sd", "flash"):
+        if rest and rest[0] in _SIDE_TABLES:
+            cls, rest = _SIDE_TABLES[rest[0]], rest[1:]
+        else:
+            media = data.get(head, {}).get("media") if isinstance(data.get(head), dict) else None
+            cls = MEDIA[media].config if isinstance(media, str) and media in MEDIA else None
+    elif head == "sd_fat":
+        cls = FatConfig
+    elif head == "sd_littlefs":
+        cls = LittleFsConfig
+    else:
+        cls = next((p.config for p in protocols().values() if p.table == head), None)
+    while cls is not None and rest:
+        f = next((f for f in fields(cls) if f.name == rest[0]), None)
+        if f is None:
+            return ""
+        if len(rest) == 1:
+            return str(f.metadata.get("unit", ""))
+        inner = typing.get_type_hints(cls).get(f.name)
+        cls, rest = _PROFILE_OVERRIDES.get((cls, f.name), inner if is_dataclass(inner) else None), rest[1:]
+    return ""
 
 
 def _scalar(data: dict[str, Any], key: str, kind: type, default: Any) -> Any:

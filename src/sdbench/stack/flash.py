@@ -25,6 +25,7 @@ from ..options import from_mapping, opt, to_mapping
 from ..media.base import BlockDevice, BlockDeviceWrapper, Geometry
 from ..media.wl import WearLevelling, WlConfig, WlLayout
 from ..media.sim.esp_flash import Esp32FlashDriver, load_esp_flash_host
+from ..media.sim.host import host_metadata
 from ..media.sim.nor import NorChipConfig, NorFlashChip, load_chip_profile
 
 
@@ -103,7 +104,7 @@ class FlashTarget:
         # block-op counters per row: the filesystem's device and the flash partition below it
         self.counter_devices: dict[str, tuple[BlockDevice, ...]] = {
             "flash_raw": (self.raw_device, self.partition)}
-        self.meta = {"media": "sim-nor", "chip": to_mapping(chip_prof), "host": to_mapping(host),
+        self.meta = {"media": "sim-nor", "chip": to_mapping(chip_prof), "host": host_metadata(host),
                      "partition_offset_bytes": cfg.partition_offset_bytes,
                      "partition_size_bytes": cfg.partition_size_bytes, "wl": to_mapping(wl_cfg), "fat": to_mapping(cfg.fat),
                      "littlefs": to_mapping(cfg.littlefs), "spiffs": cfg.spiffs}

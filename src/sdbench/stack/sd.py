@@ -19,7 +19,7 @@ from .. import profiles
 from ..options import from_mapping, opt, to_mapping
 from ..media.sim.bus import BusConfig, SdBus
 from ..media.sim.card import NOT_TIMING, CardProfile
-from ..media.sim.host import HostProfile
+from ..media.sim.host import HostProfile, host_metadata
 from ..media.sim.sdhost import SdHostDriver
 
 @dataclass(frozen=True)
@@ -106,6 +106,6 @@ def sim_sd_parts(cfg: SimSdConfig, scenario: Any) -> SimSdParts:
 def build_sim_sd(cfg: SimSdConfig, scenario: Any, clock: Any) -> tuple[SdHostDriver, dict[str, Any]]:
     parts = sim_sd_parts(cfg, scenario)
     dev = parts.driver(clock)
-    meta = {"media": "sim", "host": to_mapping(parts.host), "bus": to_mapping(cfg.bus),
+    meta = {"media": "sim", "host": host_metadata(parts.host), "bus": to_mapping(cfg.bus),
             "card": to_mapping(parts.card), "parts": parts}
     return dev, meta

@@ -46,7 +46,7 @@ import math
 import random
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -58,6 +58,7 @@ from ...options import from_mapping, opt, to_mapping
 from ..base import BlockDevice, Geometry
 from ..wl import WearLevelling, WlConfig
 from .card import MAX_TIME_US
+from .host import DESCRIPTION_RETIRED, check_text_fields, host_metadata, mhz_text
 from .nor import (ADDR_BITS, BLOCK64_BYTES, CMD_CLOCKS, READ_MODES, RDSR_CLOCKS, SECTOR_BYTES, FlashChipProfile,
                   NorChipConfig, NorFlashChip, load_chip_profile)
 
@@ -72,8 +73,12 @@ REFERENCE_PATH = False
 class EspFlashHostProfile:
     """ESP32 + ESP-IDF esp_flash driver: software costs in CPU cycles, SPI1 settings, FreeRTOS yield rules."""
 
+    RETIRED_OPTIONS: ClassVar[dict[str, str]] = {"description": DESCRIPTION_RETIRED}
+
     name: str = opt("esp32-flash", help="host name")
-    description: str = opt("", help="board/MCU, build configuration and where the figures come from")
+    mcu: str = opt("", help="MCU or module, e.g. \"ESP32\"; no clock figures (the description adds cpu_hz)")
+    software: str = opt("", help="flash driver and its build, e.g. \"ESP-IDF v5 esp_flash on SPI1\"; no clock figures "
+                                 "(the description adds the clocks)")
     cpu_hz: int = opt(160_000_000, unit="Hz", min=1_000_000, help="CPU clock the cycle counts run at")
     flash_clock_hz: int = opt(40_000_000, unit="Hz", min=1_000_000,
                               help="SPI1 flash clock (CONFIG_ESPTOOLPY_FLASHFREQ)")
@@ -107,6 +112,19 @@ class EspFlashHostProfile:
 
     def __post_init__(self) -> None:
         check_fit_rel_sd(self)
+        check_text_fields(self, ("mcu", "software"), "cpu_hz, flash_clock_hz, rtos_tick_hz")
+
+    @property
+    def description(self) -> str:
+        """One line for readers: mcu and software, then the CPU clock, flash mode and clock and the tick from
+        the parameters, so an override of any of them shows here too."""
+        head = f"{self.mcu or 'host'} at {mhz_text(self.cpu_hz)}"
+        if self.software:
+            head += f", {self.software}"
+        facts = [f"flash {self.flash_mode.upper()} at {mhz_text(self.flash_clock_hz)}"]
+        if self.yield_during_erase:  # ticks are waited only by the yields of long writes and erases
+            facts.append(f"RTOS tick {self.rtos_tick_hz} Hz (erase yields)")
+        return f"{head}; {', '.join(facts)}"
 
     def cycles_ns(self, cycles: float) -> float:
         return cycles * 1e9 / self.cpu_hz
@@ -583,7 +601,7 @@ class Esp32FlashDriver(BlockDevice):
 
     def describe(self) -> dict[str, Any]:
         d = super().describe()
-        d["host"] = to_mapping(self.profile)
+        d["host"] = host_metadata(self.profile)
         d["partition"] = {"offset_bytes": self.offset_bytes, "size_bytes": self.geometry.size_bytes}
         d["chip"] = {"kind": self.chip.kind, "profile": to_mapping(self.chip.profile),
                      "config": to_mapping(self.chip.config)}

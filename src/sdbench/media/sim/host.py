@@ -4,12 +4,19 @@ Costs are in cycles at ``cpu_hz`` so a change of system clock is expressible
 (the P2 benchmark ran the same code at 350 and 250 MHz).  Profiles are data in
 ``sdbench/data/hosts/*.toml``; docs/hosts.md lists the shipped hosts and where
 their figures come from.
+
+A profile's one-line description is composed (:attr:`HostProfile.description`)
+from its text fields ``mcu`` and ``software``, which may hold no clock figure,
+and from its parameters, so an overridden clock shows in it.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from ...options import opt
+from ...errors import ConfigError
+from ...options import opt, to_mapping
 from ...profiles import FIT_REL_SD_HELP, check_fit_rel_sd
 
 DRIVERS = ("sdmmc", "sdspi", "p2spi", "generic", "sdfat-spi", "sdio")
@@ -23,12 +30,43 @@ TRIM_COMMANDS = ("none", "discard", "erase")
 MAX_TIME_US = 10_000_000.0
 #: bound of per-byte software costs (a millisecond per byte even at 1 GHz)
 MAX_CYCLES_PER_BYTE = 1_000_000.0
+#: a figure with a clock unit ("80 MHz", "240MHz", "32.768 kHz"): in a profile's text it would go stale
+#: when the parameter it repeats is overridden, so clocks come from the parameters only
+CLOCK_FIGURE = re.compile(r"\d(?:[\d_.,]*\d)?\s*[kmg]?hz\b", re.IGNORECASE)
+#: what a host profile's old free-text ``description`` became (options.from_mapping names it on refusal)
+DESCRIPTION_RETIRED = ("write the MCU or board in mcu and the driver and its build in software, without clock "
+                       "figures; the description is composed from them and the profile's clock parameters")
+
+
+def mhz_text(hz: float) -> str:
+    """A clock as a description shows it: "240 MHz", "49.5 MHz"."""
+    return f"{hz / 1e6:g} MHz"
+
+
+def host_metadata(profile: Any) -> dict[str, Any]:
+    """A host profile as a run's stack records it: its fields, with the composed description after the name."""
+    fields_ = to_mapping(profile)
+    return {"name": fields_.pop("name"), "description": profile.description, **fields_}
+
+
+def check_text_fields(profile: Any, names: tuple[str, ...], clocks: str) -> None:
+    """Refuse a clock figure in the text fields ``names`` of ``profile`` (ConfigError naming the field);
+    ``clocks`` names the parameters that hold the clocks instead."""
+    for name in names:
+        m = CLOCK_FIGURE.search(getattr(profile, name))
+        if m:
+            raise ConfigError(f"host {profile.name!r:.60}: {name} holds a clock figure ({m.group(0)!r:.30}); "
+                              f"clocks come from the parameters ({clocks}), which the description shows")
 
 
 @dataclass(frozen=True)
 class HostProfile:
+    RETIRED_OPTIONS: ClassVar[dict[str, str]] = {"description": DESCRIPTION_RETIRED}
+
     name: str = opt("generic", help="host name")
-    description: str = opt("", help="board/MCU and driver")
+    mcu: str = opt("", help="MCU or board, e.g. \"ESP32-S3\"; no clock figures (the description adds cpu_hz)")
+    software: str = opt("", help="driver and its build, e.g. \"ESP-IDF v5 SDMMC host driver\"; no clock figures "
+                                 "(the description adds the clocks)")
     driver: str = opt("generic", choices=DRIVERS,
                       help="ESP-IDF sdmmc/sdspi; p2spi: P2 smart-pin SPI; sdfat-spi: SdFat SPI; sdio: MCU SD-mode host; "
                            "generic: 1 command/request")
@@ -85,6 +123,36 @@ class HostProfile:
 
     def __post_init__(self) -> None:
         check_fit_rel_sd(self)
+        check_text_fields(self, ("mcu", "software"), "cpu_hz, rtos_tick_hz, max_bus_clock_hz, min_clock_divider")
+
+    @property
+    def bus_clock_limit(self) -> tuple[int, str]:
+        """The highest bus clock this host makes, in Hz, and where it comes from; (0, "") = no limit."""
+        limits = []
+        if self.max_bus_clock_hz:
+            limits.append((self.max_bus_clock_hz, "max_bus_clock_hz"))
+        if self.min_clock_divider:
+            limits.append((self.cpu_hz // self.min_clock_divider, f"CPU clock / {self.min_clock_divider}"))
+        return min(limits) if limits else (0, "")
+
+    @property
+    def description(self) -> str:
+        """One line for readers: mcu and software, then the figures from the parameters, so an override
+        of cpu_hz, the tick or a clock limit shows here too."""
+        head = f"{self.mcu or 'host'} at {mhz_text(self.cpu_hz)}"
+        if self.software:
+            head += f", {self.software}"
+        facts = [f"driver kind {self.driver}"]
+        if self.driver == "sdmmc":  # the only kind that waits in RTOS ticks (CMD13 yields, erase busy)
+            facts.append(f"RTOS tick {self.rtos_tick_hz} Hz")
+        limit, source = self.bus_clock_limit
+        if limit:
+            facts.append(f"bus clock at most {mhz_text(limit)}"
+                         + (f" ({source})" if source != "max_bus_clock_hz" else ""))
+        facts.append("High Speed switching (CMD6)" if self.high_speed else "no High Speed switching (Default Speed)")
+        if self.driver in ("sdmmc", "sdio") and self.dma_align_bytes > 1:  # the only kinds with an aligned path
+            facts.append(f"DMA buffers {self.dma_align_bytes}-byte aligned")
+        return f"{head}; {', '.join(facts)}"
 
     def cycles_ns(self, cycles: float) -> float:
         return cycles * 1e9 / self.cpu_hz

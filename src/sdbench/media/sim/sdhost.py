@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ...clock import VirtualClock
 from ...errors import ConfigError
@@ -74,7 +74,7 @@ from ..base import BlockDevice, Geometry
 from ..memory import MemoryDevice
 from .bus import SdBus
 from .card import ERASE_ARGS, CardModel, CardProfile
-from .host import HostProfile
+from .host import HostProfile, host_metadata
 
 SECTOR = 512
 #: driver kinds that keep a multi-block transfer open between requests: their reads depend on the driver's
@@ -149,9 +149,12 @@ class SdHostDriver(BlockDevice):
         self.store = MemoryDevice(geometry)
         self.log: list[CommandEvent] | None = [] if log_commands else None
         self.driver = host.driver
-        # reads cost the same wherever they happen (no busy, no tick waits): their cost is recorded once
-        # by running the command-level path on a scratch clock, then applied in one step
-        self._read_costs: dict[tuple[int, bool, bool], Any] = {}
+        # Reads, and the commands and data of a write or erase before the card's busy, cost the same wherever
+        # and whenever they happen: their cost is recorded once by running the command-level path on a
+        # scratch clock (_recorded), then charged in one step.  Busy waits depend on the card's state and the
+        # RTOS tick phase, so they always run step by step.
+        self._costs: dict[tuple[Any, ...], Any] = {}
+        self._boundaries = bool(card.read_page_cross_us or card.read_au_cross_us)
         # set for the duration of read_multi/write_multi: multi-block commands even for one block
         self._multi = False
         # streaming kinds (STREAMING): the open CMD18/CMD25, if any
@@ -268,29 +271,36 @@ class SdHostDriver(BlockDevice):
     def _read(self, lba: int, count: int, buf_addr: int) -> bytes:
         if self.log is None and self.driver not in STREAMING:
             unaligned = self.driver == "sdmmc" and buf_addr % self.host.dma_align_bytes != 0
-            key = (count, unaligned, self._multi)
-            cost = self._read_costs.get(key)
+            key = ("read", count, unaligned, self._multi)
+            cost = self._costs.get(key)
             if cost is None:
-                cost = self._read_costs[key] = self._record_read_cost(count, buf_addr)
-            self.vclock.apply(cost)
+                cost = self._recorded(key, lambda: self._read_commands(0, count, buf_addr))
+            self.vclock.charge(cost)
         else:
             self._read_commands(lba, count, buf_addr)
         # boundaries depend on where the read lies, so they stay out of the per-size cost kept above
-        extra = self.card.read_boundary_ns(lba, count, SECTOR)
-        if extra:
-            self._spend(extra, "card")
+        if self._boundaries:
+            self._spend(self.card.read_boundary_ns(lba, count, SECTOR), "card")
         return self.store.read_bytes(lba * SECTOR, count * SECTOR)  # checked by this device's read()
 
-    def _record_read_cost(self, count: int, buf_addr: int) -> Any:
+    def _recorded(self, key: tuple[Any, ...], run: Callable[[], Any]) -> Any:
+        """The cost of ``run`` (host, bus and fixed card time only: nothing that reads the card's state or the
+        clock), recorded on a scratch clock and kept under ``key``."""
         real = self.vclock
         scratch = VirtualClock()
         self.vclock = scratch
         try:
             m = scratch.mark()
-            self._read_commands(0, count, buf_addr)
-            return scratch.delta_since(m)
+            run()
+            cost = self._costs[key] = scratch.delta_since(m)
+            return cost
         finally:
             self.vclock = real
+
+    def _fast(self) -> bool:
+        """Whether recorded costs may stand in for the command-by-command path: not while a command log is
+        kept (it needs every command's time), not for drivers that keep transfers open (STREAMING)."""
+        return self.log is None and self.driver not in STREAMING
 
     def _read_commands(self, lba: int, count: int, buf_addr: int) -> None:
         self._sw(self.host.call_cycles)
@@ -312,23 +322,44 @@ class SdHostDriver(BlockDevice):
 
     def _write(self, lba: int, data: bytes, buf_addr: int) -> None:
         count = len(data) // SECTOR
-        self._sw(self.host.call_cycles)
-        if self.driver == "sdmmc":
-            if buf_addr % self.host.dma_align_bytes:
+        unaligned = self.driver == "sdmmc" and buf_addr % self.host.dma_align_bytes != 0
+        if self._fast() and not unaligned:
+            multi = count > 1 or self._multi
+            key = ("write", count, multi)
+            cost = self._costs.get(key)
+            if cost is None:
+                cost = self._recorded(key, lambda: self._write_commands(0, count, multi))
+            t0 = self.vclock.now_ns()
+            self.vclock.charge(cost)
+            self._write_done(t0, lba, count, multi)
+        else:
+            self._sw(self.host.call_cycles)
+            if unaligned:
                 for i in range(count):
                     self._sw(self.host.copy_cycles_per_byte * SECTOR)
                     self._sdmmc_write(lba + i, 1)
+            elif self.driver == "sdfat-spi":
+                self._sf_write(lba, count)
+            elif self.driver == "sdio":
+                self._sdio_write(lba, count, buf_addr)
             else:
-                self._sdmmc_write(lba, count)
-        elif self.driver == "sdfat-spi":
-            self._sf_write(lba, count)
-        elif self.driver == "sdio":
-            self._sdio_write(lba, count, buf_addr)
-        elif self.bus.is_spi:
-            self._spi_write(lba, count)
-        else:
-            self._sdmmc_write(lba, count)
+                self._sdmmc_write(lba, count) if not self.bus.is_spi else self._spi_write(lba, count)
         self.store.write(lba, data)
+
+    def _write_commands(self, lba: int, count: int, multi: bool) -> int:
+        """A write up to the card's busy after the data (the driver entry, command, data, block busy in a
+        CMD25); returns the command's start time."""
+        self._sw(self.host.call_cycles)
+        if self.bus.is_spi:
+            return self._spi_write_data(lba, count, multi)
+        return self._sdmmc_write_data(lba, count, multi)
+
+    def _write_done(self, t0: int, lba: int, count: int, multi: bool) -> None:
+        """The rest of a write: the card's busy (its state decides it) and the status checks."""
+        if self.bus.is_spi:
+            self._spi_write_done(t0, lba, count, multi)
+        else:
+            self._sdmmc_write_done(lba, count, multi)
 
     def _sync(self) -> None:
         # SdFat's syncDevice, no-OS-FatFS's sd_sync: end an open transfer (the other kinds keep nothing open)
@@ -352,15 +383,31 @@ class SdHostDriver(BlockDevice):
         self._erase_cmds(lba, count, kind)
 
     def _erase_cmds(self, lba: int, count: int, kind: str) -> None:
-        self._sw(self.host.call_cycles)
         if self.driver in STREAMING:
+            self._sw(self.host.call_cycles)
             self._stream_erase(lba, count, kind)
             return
+        if self._fast():
+            key = ("erase", kind)
+            cost = self._costs.get(key)
+            if cost is None:
+                cost = self._recorded(key, lambda: self._erase_commands(0, 0, kind))
+            t0 = self.vclock.now_ns()
+            self.vclock.charge(cost)
+        else:
+            t0 = self._erase_commands(lba, count, kind)
+        self._erase_done(t0, lba, count, kind)
+
+    def _erase_commands(self, lba: int, count: int, kind: str) -> int:
+        """CMD32, CMD33 and CMD38 up to the card's busy; returns CMD38's start time."""
+        self._sw(self.host.call_cycles)
         for name, arg in (("CMD32", lba), ("CMD33", lba + count - 1)):
             t0 = self._command(name, arg)
             self._event(t0, name, arg)
+        return self._command("CMD38", ERASE_ARGS[kind], "R1b")
+
+    def _erase_done(self, t0: int, lba: int, count: int, kind: str) -> None:
         arg = ERASE_ARGS[kind]
-        t0 = self._command("CMD38", arg, "R1b")
         busy = self.card.erase_busy_ns(count, kind)
         if self.bus.is_spi:
             self._spi_wait(busy)
@@ -397,6 +444,10 @@ class SdHostDriver(BlockDevice):
 
     def _sdmmc_write(self, lba: int, count: int) -> None:
         multi = count > 1 or self._multi
+        self._sdmmc_write_data(lba, count, multi)
+        self._sdmmc_write_done(lba, count, multi)
+
+    def _sdmmc_write_data(self, lba: int, count: int, multi: bool) -> int:
         name = "CMD25" if multi else "CMD24"
         t0 = self._command(name, lba)
         self._spend(count * self.bus.write_block_ns(), "bus")
@@ -407,6 +458,9 @@ class SdHostDriver(BlockDevice):
         if multi:
             t1 = self._command("CMD12", 0, "R1b", transaction=False)
             self._event(t1, "CMD12", 0)
+        return t0
+
+    def _sdmmc_write_done(self, lba: int, count: int, multi: bool) -> None:
         busy = self.card.write_done_busy_ns(lba, count, SECTOR, multi)
         if self.driver == "sdmmc":
             self._poll_cmd13(busy)
@@ -432,8 +486,11 @@ class SdHostDriver(BlockDevice):
 
     def _spi_write(self, lba: int, count: int) -> None:
         multi = count > 1 or self._multi
-        name = "CMD25" if multi else "CMD24"
-        t0 = self._command(name, lba)
+        t0 = self._spi_write_data(lba, count, multi)
+        self._spi_write_done(t0, lba, count, multi)
+
+    def _spi_write_data(self, lba: int, count: int, multi: bool) -> int:
+        t0 = self._command("CMD25" if multi else "CMD24", lba)
         for i in range(count):
             self._data_cpu(SECTOR, crc=True)
             self._spend(self.bus.write_block_ns(), "bus")
@@ -441,6 +498,10 @@ class SdHostDriver(BlockDevice):
                 self._spi_wait(self.card.write_block_busy_ns(True))
         if multi:
             self._spend(self.bus.stop_tran_ns(), "bus")
+        return t0
+
+    def _spi_write_done(self, t0: int, lba: int, count: int, multi: bool) -> None:
+        name = "CMD25" if multi else "CMD24"
         self._spi_wait(self.card.write_done_busy_ns(lba, count, SECTOR, multi))
         self._event(t0, name, lba, count * SECTOR)
         if self.driver in ("sdspi", "p2spi"):  # both check the result of programming with SEND_STATUS
@@ -728,6 +789,6 @@ class SdHostDriver(BlockDevice):
 
     def describe(self) -> dict[str, Any]:
         d = super().describe()
-        d.update(driver=self.driver, host=to_mapping(self.host), bus=to_mapping(self.bus.cfg),
+        d.update(driver=self.driver, host=host_metadata(self.host), bus=to_mapping(self.bus.cfg),
                  card=to_mapping(self.profile))
         return d

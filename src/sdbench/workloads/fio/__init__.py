@@ -4,10 +4,13 @@ A job (:class:`JobConfig`) moves ``bs_bytes`` blocks over a region of a
 target -- a :class:`~sdbench.media.linux.LinuxBlockDevice` (raw device or
 image file) or a :class:`~sdbench.fs.hostdir.DirTarget` (a file in a
 mounted directory) -- sequentially or in a random permutation, with
-``iodepth`` I/Os in flight (one thread each doing synchronous
-``preadv``/``pwritev``; the syscalls release the GIL, so the device sees that
-many concurrent requests).  The hot loop uses preallocated page-aligned
-buffers and preallocated iovec lists: no allocation per I/O.
+``iodepth`` I/Os in flight, kept there by the job's ``ioengine``: io_uring
+rings (one per CPU for deep queues) or psync's threads, each doing
+synchronous ``preadv``/``pwritev`` (the syscalls release the GIL, so the
+device sees that many concurrent requests).  ``auto`` takes io_uring from
+iodepth 8 and falls back to psync, with a warning, where io_uring is
+unavailable.  The hot loops use preallocated page-aligned buffers: no
+allocation per I/O.
 
 Any other :class:`~sdbench.media.base.BlockDevice` -- a simulated SD card on a
 virtual clock, a memory device, a cache or USB bridge around one -- runs the
@@ -37,7 +40,9 @@ The modules, each depending only on those listed before it:
 - ``results``: per-loop figures, rows and their metadata;
 - ``plan``: block order, read/write mix and write buffers, the same for both engines;
 - ``blockengine``: the one-request-at-a-time loop on a generic BlockDevice and its verify;
-- ``engine``: the threaded I/O loop, :func:`run_job`, :func:`run_jobs`;
+- ``ioengine``: the I/O engines' ops interface and capability flags, psync's threads;
+- ``uring``: the io_uring engine;
+- ``engine``: the descriptor engine (picks the I/O engine, forks), :func:`run_job`, :func:`run_jobs`;
 - ``sdfat``: SdFat's bench;
 - ``presets``: CrystalDiskMark-style, the A1 sniff test (and SdFat's bench, re-exported).
 """

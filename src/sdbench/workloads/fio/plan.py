@@ -41,7 +41,7 @@ def block_order(job: JobConfig, nblocks: int, loop: int) -> Sequence[int]:
 
 def op_kinds(job: JobConfig, nblocks: int, loop: int) -> bytes:
     """Per op 1 = read, 0 = write (one byte for a job that only reads or only writes)."""
-    if job.rw != "randrw":
+    if job.rw not in ("rw", "randrw"):
         return b"\x01" if job.reads else b"\x00"
     rng = np.random.default_rng([job.seed, loop, 0x0F11])
     return (rng.random(nblocks) * 100 < job.rwmixread).astype(np.uint8).tobytes()

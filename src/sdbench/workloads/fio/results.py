@@ -31,6 +31,7 @@ class JobResult:
     loops: list[LoopResult]
     verify: dict[str, Any] | None
     warnings: list[str]
+    ioengine: str | None = None     # the engine that did the I/O on a descriptor (None: a generic BlockDevice)
 
 
 def _value_mb_s(row: Row) -> float:
