@@ -224,3 +224,18 @@ def test_range_runs_in_processes_give_the_same_ranges(capsys):
     code2, two, _ = run(capsys, *args, "-j", "3")
     assert code1 == code2 == 0 and one == two
     assert json.loads(two)["runs"][0]["rows"][0]["time_ms_range"]
+
+
+def test_a_refusal_side_by_side_is_one_line_exit_2(capsys, tmp_path):
+    """A scenario refused in its worker process is reported as if it had run here: the ones before it are
+    printed, then one line and exit 2."""
+    tiny = tmp_path / "tiny.toml"
+    tiny.write_text('extends = "espidf-esp32-sdmmc4-40mhz"\nname = "tiny-card"\n\n'
+                    '[sd]\ncard_params = { capacity_bytes = 8388608 }\n\n'
+                    '[espidf]\ntarget_size_bytes = 16777216\n')
+    code, out, err = run(capsys, "run", "p2-spi25-350mhz-pny-16gb", str(tiny), "--runs", "1", "--no-save", "-q",
+                         "-j", "2", "-f", "table")
+    assert code == 2
+    assert out.startswith("### p2-spi25-350mhz-pny-16gb") and "tiny-card" not in out
+    assert err.strip().splitlines() == ["error: espidf.target_size_bytes = 16777216 B does not fit part sd_raw's "
+                                        "device of 8388608 B (it moves the target size from offset 0)"]

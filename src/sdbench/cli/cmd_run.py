@@ -139,10 +139,11 @@ def register(app: typer.Typer) -> None:
         n_workers = workers or os.cpu_count() or 1
         progress = not quiet and sys.stderr.isatty()
         simulated = [sc for sc in loaded if sc.clock_kind() == "virtual"]
-        # simulated scenarios are independent: with several, they run side by side first, in their own processes
-        ahead = _run_side_by_side(simulated, n_workers, ranges=not no_range, progress=progress) \
-            if n_workers > 1 and len(simulated) > 1 else {}
         try:
+            # simulated scenarios are independent: with several, they run side by side first, in processes of
+            # their own; the records are printed and saved below in the order given
+            ahead = _run_side_by_side(simulated, n_workers, ranges=not no_range, progress=progress) \
+                if n_workers > 1 and len(simulated) > 1 else {}
             for sc in loaded:
                 if id(sc) in ahead:
                     rec = _keep(sc, ahead[id(sc)], store, quiet=quiet)
