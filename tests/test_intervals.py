@@ -23,11 +23,14 @@ from sdbench.report_text import markdown_table
 from sdbench.store import open_store
 from sdbench.store import db as storedb
 from sdbench.store.api import Store
+from sdbench.stack.sd import load_card
 from sdbench.workloads.espidf import espidf_line
 
 SD = "espidf-esp32-sdmmc4-40mhz"
-#: the shipped profiles' own fit uncertainty left out, so that each test says what varies
-NO_FIT = ["sd.card_params.fit_rel_sd={}", "sd.host_params.fit_rel_sd={}"]
+#: the shipped profiles' own fit uncertainty left out, and the card's population-held field set (so it is not
+#: spanned: tests/test_population_held.py), so that each test says what varies
+NO_FIT = ["sd.card_params.fit_rel_sd={}", "sd.host_params.fit_rel_sd={}",
+          f"sd.card_params.write_busy_single_us={load_card('esp32-perfbench-card').write_busy_single_us}"]
 #: the SD raw group only; 52 runs: 12 population members and the central at 4 runs fit the budget exactly
 RAW = ["espidf.parts=['sd_raw']", "espidf.runs=52", "sd.host_params.fit_rel_sd={}"]
 GENERIC = [*RAW, 'sd.card="generic-sdhc"']
@@ -104,7 +107,8 @@ def test_fitted_card_without_fit_uncertainty_has_no_range():
 
 def test_profiles_from_files(tmp_path):
     base = (Path(population.profiles.DATA) / "cards" / "esp32-perfbench-card.toml").read_text()
-    body = "\n".join(ln for ln in base.splitlines() if not ln.startswith(("#", "fit_rel_sd")))
+    # without its population-held field too: these profiles set every timing field themselves
+    body = "\n".join(ln for ln in base.splitlines() if not ln.startswith(("#", "fit_rel_sd", "timing_from")))
     fitted = tmp_path / "fitted.toml"
     fitted.write_text("# fitted by `sdbench calibrate test` from nothing\n" + body
                       + "\n[fit_rel_sd]\nwrite_busy_end_us = 0.1\ninit_ms = 0.2\n")

@@ -13,6 +13,7 @@ from sdbench.cli import main
 from sdbench.errors import ConfigError
 from sdbench.protocols import run_scenario
 from sdbench.records import make_row
+from sdbench.stack.sd import load_card
 from sdbench.validation import TRAIN_PREDICTION, model_error, model_error_toml
 
 
@@ -51,7 +52,9 @@ def test_each_op_has_a_kind(op, kind):
 
 def test_a_calibrated_stack_without_fit_uncertainty_gets_the_model_error_alone():
     rec = run_scenario(scen.load("espidf-esp32-sdmmc4-40mhz", [
-        "espidf.parts=['sd_raw']", "espidf.runs=2", "sd.card_params.fit_rel_sd={}", "sd.host_params.fit_rel_sd={}"]),
+        "espidf.parts=['sd_raw']", "espidf.runs=2", "sd.card_params.fit_rel_sd={}", "sd.host_params.fit_rel_sd={}",
+        # the card's population-held field set: nothing left to span (tests/test_population_held.py)
+        f"sd.card_params.write_busy_single_us={load_card('esp32-perfbench-card').write_busy_single_us}"]),
         ranges=True)
     info = rec.metadata["range"]
     assert info["method"] == "model-error" and "fit_rel_sd is empty" in info["reason"]

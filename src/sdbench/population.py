@@ -13,7 +13,12 @@ module says which *members* to run for a scenario:
 * **fit**: a profile of the stack (SD card, host, flash chip, flash host)
   records ``fit_rel_sd``: :data:`FIT_MEMBERS` members, each field drawn
   from an independent log-normal with that relative standard deviation and
-  median the fitted value, with a seed derived from the scenario's seed;
+  median the fitted value, with a seed derived from the scenario's seed.
+  A fitted card may hold fields at the population's value (``timing_from =
+  "population"`` and the field not set: no train row of that card measures
+  it); each member then also carries, for each such field, one of the values
+  the cards that fitted it have (evenly spread quantiles, in an order drawn
+  per field), so the range spans what the card does not tell;
 * **none**: nothing to vary (calibrated profiles with an empty
   ``fit_rel_sd``, real media): no range, and the run's metadata says why.
 
@@ -45,7 +50,7 @@ import random
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import profiles
 from .errors import ConfigError
@@ -55,7 +60,7 @@ from .media.sim.nor import load_chip_profile
 from .options import apply_overrides
 from .records import Row
 from .scenarios import Scenario
-from .stack.sd import card_population, load_card, load_host
+from .stack.sd import card_population, fitted_values, load_card, load_host, population_held
 from .workloads.registry import protocol
 
 #: the band a range spans: 10th to 90th percentile of the members
@@ -97,6 +102,8 @@ class Plan:
     varied: dict[str, dict[str, float]] = field(default_factory=dict)  # "card x" -> field -> σ/value
     #: two members, all fitted fields at their 10th and at their 90th percentile (fit; see :func:`budget`)
     extremes: tuple[Member, ...] = ()
+    #: card fields held at the population's value -> the fitted cards' values the members spread over (fit)
+    held: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,7 @@ class _Profile:
     name: str         # as the scenario names it
     value: Any        # the loaded profile
     fitted: bool      # `sdbench calibrate` wrote it
+    held: tuple[str, ...] = ()  # fields taken from the population (population_held)
 
     @property
     def calibrated(self) -> bool:
@@ -146,8 +154,9 @@ def _stack_profiles(sc: Scenario) -> list[_Profile]:
         card_over = dict(cfg.card_params)
         if cfg.capacity_bytes:
             card_over["capacity_bytes"] = cfg.capacity_bytes
+        held = population_held(profiles.load_table("cards", cfg.card, base, what="card profile"), card_over)
         out.append(_Profile("sd", "card_params", "card", cfg.card, load_card(cfg.card, card_over, base),
-                            is_fitted("cards", cfg.card, base)))
+                            is_fitted("cards", cfg.card, base), held))
         out.append(_Profile("sd", "host_params", "host", cfg.host, load_host(cfg.host, cfg.host_params, base),
                             is_fitted("hosts", cfg.host, base)))
     if sc.flash and sc.flash.get("media") == "sim-nor":
@@ -201,6 +210,15 @@ def _slowness(card: CardProfile, fields_: tuple[str, ...], medians: dict[str, fl
     return sum(math.log1p(getattr(card, f) / medians[f]) for f in fields_ if medians[f] > 0)
 
 
+def _held_spans(card: _Profile | None) -> dict[str, tuple[float, ...]]:
+    """A calibrated card's fields held at the population's value that at least two fitted cards fitted -> their
+    values (:func:`sdbench.stack.sd.fitted_values`)."""
+    if card is None or not card.calibrated:
+        return {}
+    values = fitted_values()
+    return {f: values[f] for f in card.held if len(values.get(f, ())) >= 2}
+
+
 def plan(sc: Scenario, *, simulated: bool) -> Plan:
     """The members of scenario ``sc``'s uncertainty (see the module's docstring)."""
     if not simulated:
@@ -231,12 +249,27 @@ def plan(sc: Scenario, *, simulated: bool) -> Plan:
             members.append(Member(c.name, over))
         return Plan("population", tuple(members), card=card.name, population=tuple(c.name for c in ordered),
                     fields=fields_, varied=sigma)
-    if varied:
-        extremes = tuple(Member(name, {(p.section, p.params): _draw(p, lambda z=z: z) for p in varied})
-                         for name, z in (("all fields at their 10th percentile", -Z90),
-                                         ("all fields at their 90th percentile", Z90)))
-        return Plan("fit", tuple(Member(f"draw {i + 1}", draws()) for i in range(FIT_MEMBERS)), varied=sigma,
-                    extremes=extremes)
+    spans = _held_spans(card)
+    if varied or spans:
+        def with_held(over: dict[tuple[str, str], dict[str, Any]], q: Callable[[str], float]) -> dict[
+                tuple[str, str], dict[str, Any]]:
+            """``over`` with each held field at its values' ``q(field)``-th percentile (an integer field rounded)."""
+            if not spans:
+                return over
+            values = {f: percentile(list(v), q(f)) for f, v in spans.items()}
+            values = {f: round(x) if isinstance(getattr(card.value, f), int) else x for f, x in values.items()}
+            key = ("sd", "card_params")
+            return {**over, key: {**over.get(key, {}), **values}}
+
+        extremes = tuple(Member(name, with_held({(p.section, p.params): _draw(p, lambda z=z: z) for p in varied},
+                                                lambda f, q=q: q))
+                         for name, z, q in (("all fields at their 10th percentile", -Z90, PERCENTILES[0]),
+                                            ("all fields at their 90th percentile", Z90, PERCENTILES[1])))
+        # each held field: the members take evenly spread quantiles of its values, in an order of their own
+        orders = {f: rng.sample(range(FIT_MEMBERS), FIT_MEMBERS) for f in spans}
+        members = tuple(Member(f"draw {i + 1}", with_held(draws(), lambda f, i=i: 100.0 * (orders[f][i] + 0.5)
+                                                          / FIT_MEMBERS)) for i in range(FIT_MEMBERS))
+        return Plan("fit", members, varied=sigma, extremes=extremes, held=spans)
     empty = [p.title for p in profs if p.calibrated]
     if len(empty) == 1:
         return Plan("none", reason=f"nothing to vary: {empty[0]} is calibrated but records no fit uncertainty (its "
@@ -428,6 +461,10 @@ def describe(pl: Plan, used: int, planned: int) -> str:
                 f"{some} shipped fitted card profiles" + (" (fewer to keep within the time budget)"
                                                           if planned < len(pl.population) else ""))
     what = ", ".join(f"{k} ({', '.join(v)})" for k, v in pl.varied.items())
+    if pl.held:
+        held = (f"the fitted cards' values of {', '.join(pl.held)} (the card's population values: no train row "
+                f"measures them)")
+        what = f"{what} and {held}" if what else held
     if planned < len(pl.members):
         return (f"each range spans the fit uncertainty of {what} with every field at its {lo}th and at its {hi}th "
                 f"percentile (two members, to keep within the time budget)")

@@ -208,5 +208,8 @@ def _param_ranges(sc: Scenario, rec: RunRecord, workers: int = 1) -> RunRecord:
             warnings.insert(0, population.describe(pl, len(used), len(members)))
     if pl.varied:
         info["fit_rel_sd"] = {name: dict(v) for name, v in pl.varied.items()}
+    if pl.held:
+        # the card's fields held at the population's value: the span of the fitted cards' values the draws took
+        info["population_fields"] = {f: [v[0], v[-1]] for f, v in pl.held.items()}
     return replace(rec, rows=got.rows, warnings=(*rec.warnings, *warnings),
                    metadata={**rec.metadata, "range": info})

@@ -143,11 +143,24 @@ def range_summary(info: object) -> str:
                 f"{info.get('card', '?')} is uncalibrated){at}" + (f", with the {model}" if model else ""))
     if method == "fit":
         varied = info.get("fit_rel_sd") if isinstance(info.get("fit_rel_sd"), dict) else {}
-        return (f"{band} over {info.get('members', '?')} draws from the fit uncertainty of {', '.join(varied)}{at}"
+        held = info.get("population_fields") if isinstance(info.get("population_fields"), dict) else {}
+        what = f"the fit uncertainty of {', '.join(varied)}" if varied else ""
+        if held:
+            span = ", ".join(f"{f} ({_span(v)})" for f, v in held.items())
+            what = (f"{what} and " if what else "") + f"the fitted cards' values of {span}, which no train row " \
+                                                      f"of the card measures"
+        return (f"{band} over {info.get('members', '?')} draws from {what}{at}"
                 + (f", with the {model}" if model else ""))
     if method == "model-error" and model:
         return f"{band} of the {model} alone ({info.get('reason', 'nothing else to vary')})"
     return f"none: {info.get('reason', 'not computed')}"
+
+
+def _span(v: object) -> str:
+    """``[low, high]`` of a population field as text: "357–2150"."""
+    if isinstance(v, list) and len(v) == 2 and all(isinstance(x, (int, float)) for x in v):
+        return f"{v[0]:.4g}–{v[1]:.4g}"
+    return "?"
 
 
 def flatten(d: object, prefix: str = "") -> list[tuple[str, str]]:

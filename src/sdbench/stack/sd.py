@@ -41,30 +41,61 @@ def load_card(name: str, overrides: dict[str, Any] | None = None, base_dir: Path
     """A card profile; one with ``timing_from = "population"`` takes each timing field it does not set from
     :func:`card_population`."""
     table = profiles.load_table("cards", name, base_dir, what="card profile")
-    if table.get("timing_from") == "population":
+    if population_held(table):
         table = {**card_population(fitted_only=True)[0], **table}
     if overrides is not None and not isinstance(overrides, dict):
         raise ConfigError(f"card profile {name}: overrides must be a table, got {overrides!r:.60}")
     return from_mapping(CardProfile, {**table, **(overrides or {})}, f"card profile {name}")
 
 
-@functools.lru_cache(maxsize=2)
-def card_population(fitted_only: bool = False) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """(timing field -> median over the shipped fitted card profiles, their names): the profiles whose first
-    comment says they were fitted by `sdbench calibrate`; integer fields take the lower median (a value a card
-    has).  ``fitted_only``: each field's median over the cards that fitted it (named in their ``fit_rel_sd``),
-    and no value for a field no card fitted.  ConfigError when no fitted card is shipped."""
+def population_held(table: dict[str, Any], overrides: dict[str, Any] | None = None) -> tuple[str, ...]:
+    """The timing fields a card profile's TOML table leaves to the population: with ``timing_from =
+    "population"``, each timing field neither the table nor ``overrides`` (a scenario's [sd.card_params]) sets.
+    Those no fitted card fitted keep the field's default (:func:`load_card`)."""
+    if table.get("timing_from") != "population":
+        return ()
+    return tuple(f.name for f in fields(CardProfile)
+                 if f.name not in NOT_TIMING and f.name not in table and f.name not in (overrides or {}))
+
+
+@functools.lru_cache(maxsize=1)
+def fitted_values() -> dict[str, tuple[float, ...]]:
+    """Timing field -> its values over the shipped fitted cards that fitted it (named in their ``fit_rel_sd``),
+    in ascending order: what a field held at the population's value may be (ranges span them)."""
+    out: dict[str, list[float]] = {}
+    for n in _fitted_names():
+        card = profiles.load(CardProfile, "cards", n, what="card profile")
+        for f in card.fit_rel_sd:
+            out.setdefault(f, []).append(float(getattr(card, f)))
+    return {f: tuple(sorted(v)) for f, v in out.items()}
+
+
+def _fitted_names() -> tuple[str, ...]:
+    """The shipped card profiles whose first comment says `sdbench calibrate` fitted them."""
     def first_comment(text: str) -> str:
         return next((ln for ln in text.splitlines() if ln.strip().startswith("#")), "")
 
-    names = tuple(n for n in profiles.shipped("cards")
-                  if profiles.FITTED_MARK in first_comment((profiles.DATA / "cards" / f"{n}.toml").read_text()))
+    return tuple(n for n in profiles.shipped("cards")
+                 if profiles.FITTED_MARK in first_comment((profiles.DATA / "cards" / f"{n}.toml").read_text()))
+
+
+@functools.lru_cache(maxsize=2)
+def card_population(fitted_only: bool = False) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """(timing field -> median over the shipped fitted card profiles, their names): the profiles whose first
+    comment says they were fitted by `sdbench calibrate`, each without the fields it takes from the population
+    itself (:func:`population_held`); integer fields take the lower median (a value a card has).
+    ``fitted_only``: each field's median over the cards that fitted it (named in their ``fit_rel_sd``), and no
+    value for a field no card fitted.  ConfigError when no fitted card is shipped."""
+    names = _fitted_names()
     if not names:
         raise ConfigError("no fitted card profile is shipped to take population values from")
     cards = [profiles.load(CardProfile, "cards", n, what="card profile") for n in names]
+    # a field a fitted card itself takes from the population is not one of the population's values
+    held = [set(population_held(profiles.load_table("cards", n, what="card profile"))) for n in names]
     med: dict[str, Any] = {}
     for f in fields(CardProfile):
-        vals = [getattr(c, f.name) for c in cards if not fitted_only or f.name in c.fit_rel_sd]
+        vals = [getattr(c, f.name) for c, h in zip(cards, held)
+                if f.name not in h and (not fitted_only or f.name in c.fit_rel_sd)]
         if f.name in NOT_TIMING or not vals or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                                        for v in vals):
             continue

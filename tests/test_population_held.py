@@ -1,0 +1,88 @@
+"""A fitted card's fields that no train row measures: held at the population's value, and spanned by its ranges."""
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from sdbench import population
+from sdbench import profiles
+from sdbench import scenarios as scen
+from sdbench.media.sim.card import CardProfile
+from sdbench.protocols import run_scenario
+from sdbench.report.tables import range_summary
+from sdbench.stack.sd import card_population, fitted_values, load_card, population_held
+
+SD = "espidf-esp32-sdmmc4-40mhz"
+CARD = "esp32-perfbench-card"
+#: the FAT part in append mode only: its unaligned appends write one sector at a time (CMD24); 44 runs let the
+#: members run 4 calls each (the first append of a file is aligned, the next ones are not)
+APPEND = ["espidf.parts=['sd_fatfs']", "espidf.sd_modes=['normal']", "espidf.runs=44", "sd.host_params.fit_rel_sd={}"]
+
+
+@pytest.fixture(autouse=True)
+def _no_model_error(monkeypatch):
+    # the parameters' spread alone: the model error that widens every range has its own tests
+    monkeypatch.setattr(population, "model_error", lambda: {})
+
+
+def test_population_held_fields_of_a_table():
+    assert population_held({"read_access_us": 1.0}) == ()
+    held = population_held({"timing_from": "population", "read_access_us": 1.0}, {"init_ms": 5.0})
+    assert "read_access_us" not in held and "init_ms" not in held and "write_busy_single_us" in held
+    assert not {"name", "capacity_bytes", "fit_rel_sd"} & set(held)
+
+
+def test_the_shipped_card_takes_the_one_sector_busy_from_the_cards_that_fitted_it():
+    table = profiles.load_table("cards", CARD)
+    assert "write_busy_single_us" in population_held(table)
+    fitted = [load_card(n) for n in card_population()[1]]
+    values = [c.write_busy_single_us for c in fitted if "write_busy_single_us" in c.fit_rel_sd]
+    assert len(values) >= 3 and fitted_values()["write_busy_single_us"] == tuple(sorted(values))
+    assert load_card(CARD).write_busy_single_us == pytest.approx(statistics.median(values))
+    # the default the profile used to carry is not what it gets now
+    assert load_card(CARD).write_busy_single_us != CardProfile().write_busy_single_us
+
+
+def test_a_held_field_is_not_one_of_the_population_values():
+    med, names = card_population()
+    assert CARD in names
+    others = [profiles.load(CardProfile, "cards", n) for n in names if n != CARD]
+    assert med["write_busy_single_us"] == pytest.approx(statistics.median(c.write_busy_single_us for c in others))
+
+
+def test_the_fit_plan_spans_the_held_field():
+    sc = scen.load(SD, APPEND)
+    pl = population.plan(sc, simulated=True)
+    values = fitted_values()["write_busy_single_us"]
+    assert pl.method == "fit" and pl.held == {"write_busy_single_us": values}
+    drawn = sorted(m.overrides[("sd", "card_params")]["write_busy_single_us"] for m in pl.members)
+    assert len(set(drawn)) == population.FIT_MEMBERS and values[0] <= drawn[0] < drawn[-1] <= values[-1]
+    lo, hi = (m.overrides[("sd", "card_params")]["write_busy_single_us"] for m in pl.extremes)
+    assert lo == pytest.approx(population.percentile(list(values), 10))
+    assert hi == pytest.approx(population.percentile(list(values), 90))
+    assert population.plan(sc, simulated=True) == pl  # the same members every time
+    # a scenario that sets the field holds nothing at the population's value
+    pinned = scen.load(SD, [*APPEND, "sd.card_params.write_busy_single_us=900"])
+    assert population.plan(pinned, simulated=True).held == {}
+
+
+def test_append_rows_range_over_the_held_busy_and_say_so():
+    held = run_scenario(scen.load(SD, APPEND), ranges=True)
+    value = load_card(CARD).write_busy_single_us
+    pinned = run_scenario(scen.load(SD, [*APPEND, f"sd.card_params.write_busy_single_us={value}"]), ranges=True)
+    info = held.metadata["range"]
+    values = fitted_values()["write_busy_single_us"]
+    assert info["population_fields"] == {"write_busy_single_us": [values[0], values[-1]]}
+    assert "write_busy_single_us" in range_summary(info) and "no train row" in range_summary(info)
+    by_label = {r.label: r for r in pinned.rows}
+    for r in held.rows:
+        # the central figures are the card's own; only the range changes
+        assert r.time_ms == pytest.approx(by_label[r.label].time_ms)
+    row = next(r for r in held.rows if r.label == "SD FATFS: write more than target size")
+    lo, hi = row.time_ms_range
+    p_lo, p_hi = by_label[row.label].time_ms_range
+    assert lo < p_lo and hi > 1.2 * p_hi  # one-sector writes by the hundred: the span of the busy shows
+    read = next(r for r in held.rows if r.label == "SD FATFS: read more than target size")
+    r_lo, r_hi = read.time_ms_range
+    assert r_hi / r_lo < 1.1 < 1.5 < hi / lo  # reads never wait for a write busy
