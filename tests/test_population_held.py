@@ -75,6 +75,7 @@ def test_append_rows_range_over_the_held_busy_and_say_so():
     values = fitted_values()["write_busy_single_us"]
     assert info["population_fields"] == {"write_busy_single_us": [values[0], values[-1]]}
     assert "write_busy_single_us" in range_summary(info) and "no train row" in range_summary(info)
+    assert f"({values[0]:.4g}–{values[-1]:.4g} µs)" in range_summary(info)  # the span in the field's unit
     by_label = {r.label: r for r in pinned.rows}
     for r in held.rows:
         # the central figures are the card's own; only the range changes

@@ -4,6 +4,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..compare import Comparison, Metric, cv
+from ..media.sim.card import CardProfile
+from ..options import option_info
 from ..records import Row, RunRecord
 from ..report_text import categories
 from ..store import StoredRun
@@ -146,7 +148,7 @@ def range_summary(info: object) -> str:
         held = info.get("population_fields") if isinstance(info.get("population_fields"), dict) else {}
         what = f"the fit uncertainty of {', '.join(varied)}" if varied else ""
         if held:
-            span = ", ".join(f"{f} ({_span(v)})" for f, v in held.items())
+            span = ", ".join(f"{f} ({_span(f, v)})" for f, v in held.items())
             what = (f"{what} and " if what else "") + f"the fitted cards' values of {span}, which no train row " \
                                                       f"of the card measures"
         return (f"{band} over {info.get('members', '?')} draws from {what}{at}"
@@ -156,10 +158,12 @@ def range_summary(info: object) -> str:
     return f"none: {info.get('reason', 'not computed')}"
 
 
-def _span(v: object) -> str:
-    """``[low, high]`` of a population field as text: "357–2150"."""
+def _span(name: str, v: object) -> str:
+    """``[low, high]`` of card field ``name`` (``range.population_fields``) as text, in the unit the card profile
+    declares for it: "817.6–2150 µs"."""
     if isinstance(v, list) and len(v) == 2 and all(isinstance(x, (int, float)) for x in v):
-        return f"{v[0]:.4g}–{v[1]:.4g}"
+        unit = next((o.unit for o in option_info(CardProfile) if o.name == name), "")
+        return f"{v[0]:.4g}–{v[1]:.4g} {unit}".rstrip()
     return "?"
 
 
