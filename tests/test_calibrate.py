@@ -153,8 +153,10 @@ GROUPS = {
                                              (f"card:{s}", "read_access_us", 0, 20000, None, 0.0, 1.0),
                                              (f"card:{s}", "read_block_gap_us", 0, 2000, None, 0.0, 1.0),
                                              (f"card:{s}", "write_busy_end_us", 0, 100000, None, 0.0, 1.0),
-                                             (f"card:{s}", "write_busy_block_us", 0, 100000, None, 0.0, 1.0),
-                                             (f"card:{s}", "write_busy_single_us", 0, 100000, None, 0.0, 1.0))),
+                                             (f"card:{s}", "write_busy_block_us", 0, 100000, None, 0.0, 1.0))
+                       # the one-sector busy only where a File Write train row fits it (the others hold it)
+                       + (((f"card:{s}", "write_busy_single_us", 0, 100000, None, 0.0, 1.0),)
+                          if "File Write 32KB" in P2_TRAIN[s] else ())),
         restrict=("p2.metrics=['Mount', 'File Open', 'Raw Read 1x512B', 'Raw Read 64x (32KB)', 'Raw Write 1x512B', "
                   "'Raw Write 64x (32KB)', 'File Write']",),
         rows=[(s, r) for s in P2_SCEN for r in P2_TRAIN[s]],
@@ -315,6 +317,27 @@ def test_bad_fit_group_files_are_one_line_errors(change, message):
     text = str(e.value)
     assert message in text and "\n" not in text
     assert text.startswith("fits/x.toml: ")
+
+
+def test_a_staged_scenario_declares_the_fields_of_the_sequence_rows_it_has():
+    from sdbench.calibrate import parse_group
+    from sdbench.errors import ConfigError
+
+    table = _group_table()
+    table.update(method="staged", params=[{"kind": "host", "field": "block_cycles", "lo": 0, "hi": 1000}],
+                 sequence=[{"field": "read_access_us", "row": "raw sectors write"},
+                           {"field": "write_busy_single_us", "row": "raw sectors read"}])
+    gap = {"field": "read_block_gap_us", "lo": 0, "hi": 100}
+    single = {"field": "write_busy_single_us", "lo": 0, "hi": 100000}
+    table["scenario"][0]["params"].append(gap)
+    table["scenario"].append({"name": "esp32s3-spi20mhz", "rows": ["raw sectors write", "raw sectors read"],
+                              "params": [{"field": "read_access_us", "lo": 0, "hi": 20000}, gap, single]})
+    # the first scenario lacks "raw sectors read": it need not declare write_busy_single_us (its card may hold it)
+    assert parse_group("x", table).staged
+    table["scenario"][1]["params"].remove(single)
+    with pytest.raises(ConfigError, match="scenario esp32s3-spi20mhz: method staged needs its card fields "
+                                          "write_busy_single_us"):
+        parse_group("x", table)
 
 
 def test_group_files_are_read_from_the_fits_folder(tmp_path, monkeypatch):

@@ -65,7 +65,7 @@ def test_round_trip_recovers_a_modified_card(tmp_path, capsys):
     assert text.startswith(f"# fitted by `sdbench calibrate --from measured.json --setup {P2}`")
     header = [ln for ln in text.splitlines() if ln.startswith("#")]
     pop_lines = " ".join(ln for ln in header if "population" in ln or ln.startswith("#     "))
-    assert f"population (median of the {len(names)} shipped fitted cards)" in pop_lines
+    assert f"population (median of the {len(names)} shipped fitted cards;" in pop_lines
     assert "erase_busy_us" in pop_lines
     assert any("read_access_us = " in ln and "σ" in ln for ln in header)
     assert any("File Open" in ln for ln in header)  # a matched row that fits no field is compared
@@ -224,3 +224,33 @@ def test_every_row_of_the_espidf_sd_scenario_has_a_declared_kind():
     own = [k for k in ROW_KINDS if k.protocol == "espidf"]
     for r in rows:
         assert kind_of("espidf", r) in own, r.label
+
+
+def test_fields_no_row_tells_are_left_to_the_population_and_ranges_span_them(tmp_path, capsys):
+    from sdbench.population import plan
+    from sdbench.scenarios import load
+    from sdbench.stack.sd import card_population, fitted_values, load_card
+
+    csv = tmp_path / "bench.csv"
+    csv.write_text("row,value,unit,runs\nRaw Read 1x512B,900,KiB/s,3\n")
+    out = tmp_path / "one.toml"
+    assert _calibrate("--from", str(csv), "--setup", P2, "-o", str(out)) == 0
+    report = capsys.readouterr().out
+    text = out.read_text()
+    table = tomllib.loads(text)
+    spread = {f for f, v in fitted_values().items() if len(v) >= 2}
+    held = spread - {"read_access_us"}
+    assert {"write_busy_single_us", "init_ms"} <= held
+    # the profile leaves them to the population, as the shipped cards that hold fields do
+    assert table["timing_from"] == "population"
+    assert "read_access_us" in table and not held & set(table)
+    assert "erase_busy_us" in table  # fewer than two cards fitted it: no spread, the value is written
+    card = load_card(str(out))
+    fitted = card_population(fitted_only=True)[0]
+    assert {f: getattr(card, f) for f in held} == {f: fitted[f] for f in held}
+    assert "held at the population's value" in text and "| write_busy_single_us |" in report
+    assert "spans " in report
+    # a run with the card spans what the fitted cards do for each held field
+    pl = plan(load(P2, [f'sd.card="{out}"']), simulated=True)
+    assert pl.method == "fit" and set(pl.held) == held
+    assert pl.held["write_busy_single_us"] == fitted_values()["write_busy_single_us"]

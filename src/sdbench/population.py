@@ -265,8 +265,10 @@ def plan(sc: Scenario, *, simulated: bool) -> Plan:
                                                 lambda f, q=q: q))
                          for name, z, q in (("all fields at their 10th percentile", -Z90, PERCENTILES[0]),
                                             ("all fields at their 90th percentile", Z90, PERCENTILES[1])))
-        # each held field: the members take evenly spread quantiles of its values, in an order of their own
-        orders = {f: rng.sample(range(FIT_MEMBERS), FIT_MEMBERS) for f in spans}
+        # each held field: the members take evenly spread quantiles of its values, in an order of their own,
+        # drawn apart from the fitted fields' draws (which then do not depend on what the card holds)
+        held_rng = random.Random(f"sdbench-range-held:{sc.seed}")
+        orders = {f: held_rng.sample(range(FIT_MEMBERS), FIT_MEMBERS) for f in sorted(spans)}
         members = tuple(Member(f"draw {i + 1}", with_held(draws(), lambda f, i=i: 100.0 * (orders[f][i] + 0.5)
                                                           / FIT_MEMBERS)) for i in range(FIT_MEMBERS))
         return Plan("fit", members, varied=sigma, extremes=extremes, held=spans)

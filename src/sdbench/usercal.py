@@ -15,7 +15,9 @@ The fit is a :class:`~sdbench.calibrate.FitGroup` built in memory: one scenario,
 (starting at its population value), solved field by field (:class:`~sdbench.calibrate.FitStep`: a 1-D root of
 the mean relative error of its rows, with the scenario cut to the parts those rows need), then the
 standard deviations from the Jacobian at the solution, as for the shipped groups.  Fields no matched row
-tells stay at their *population* value: the per-field median of the shipped fitted card profiles.
+tells stay at their *population* value (:func:`population`).  Those that at least two shipped cards fitted are
+left out of the profile, which says ``timing_from = "population"``: it loads them as the shipped cards that
+carry that flag do, and the ranges of a run with it span the values the fitted cards have (sdbench.population).
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ from .protocols import run_scenario
 from .records import Row
 from .scenarios import Scenario
 from .scenarios import load as load_scenario
-from .stack.sd import card_population
+from .stack.sd import card_population, spread_values
 from .workloads.espidf import PART_NAMES
 from .workloads.registry import protocol
 
@@ -175,11 +177,16 @@ def assign_fields(mechanisms: dict[str, list[str]]) -> dict[str, str]:
 # ---- the population ---------------------------------------------------------------------------------------
 
 def population() -> tuple[dict[str, Any], tuple[str, ...]]:
-    """(field -> median over the shipped fitted card profiles, their names) (:func:`card_population`)."""
+    """(timing field -> its population value, the shipped fitted card profiles) (:func:`card_population`): for
+    a field of :func:`~sdbench.stack.sd.spread_values`, the median over the cards that fitted it (what a profile with
+    ``timing_from = "population"`` loads); for any other, the median over all of them."""
     try:
-        return card_population()
+        every, names = card_population()
+        fitted = card_population(fitted_only=True)[0]
     except ConfigError as e:
         raise SdbenchError(str(e)) from None
+    spread = spread_values()
+    return {f: fitted[f] if f in spread else v for f, v in every.items()}, names
 
 
 # ---- reading the measurements ---------------------------------------------------------------------------
@@ -332,7 +339,8 @@ class UserFit:
     unmatched: list[tuple[str, str]]             # (label, why)
     not_measured: int                            # rows the scenario emits that the file lacks
     fitted: list[Uncertainty]
-    population: dict[str, Any]                   # population fields of the card -> value
+    population: dict[str, Any]                   # population fields written in the profile -> value
+    held: dict[str, Any]                         # population fields left to timing_from = "population" -> value
     population_cards: tuple[str, ...]
     from_scenario: list[str]                     # non-timing fields from the scenario's card
     pinned: list[str]                            # fields the scenario's [sd.card_params] sets
@@ -438,8 +446,10 @@ def calibrate_card(path: Path, setup: str, *, card: str, capacity_bytes: int | N
     pinned = sorted(pinned_params)
     cap = capacity_bytes or scen_card.capacity_bytes
     cap_from = "--capacity-bytes" if capacity_bytes else f"the scenario's card {base_name}"
+    spread = spread_values()
     base: dict[str, Any] = {}
     population_fields: dict[str, Any] = {}
+    held: dict[str, Any] = {}
     from_scenario: list[str] = []
     for f in fields(CardProfile):
         if f.name in ("name", "description", "timing_from", "speed_class", "uhs_bus", "fit_rel_sd") \
@@ -449,7 +459,11 @@ def calibrate_card(path: Path, setup: str, *, card: str, capacity_bytes: int | N
             base[f.name] = cap
         elif f.name in pop:
             base[f.name] = pop[f.name]
-            if f.name not in assigned:
+            if f.name in assigned:
+                pass
+            elif f.name in spread:
+                held[f.name] = pop[f.name]
+            else:
                 population_fields[f.name] = pop[f.name]
         else:
             base[f.name] = getattr(scen_card, f.name)
@@ -477,7 +491,11 @@ def calibrate_card(path: Path, setup: str, *, card: str, capacity_bytes: int | N
                 for (u, _), (_, _, m, p) in zip(matched, res.residuals)]
     fitted_values = res.card_params.get(setup, {})
     table: dict[str, Any] = {"name": card, "description": "", "speed_class": "", "uhs_bus": ""}
+    if held:
+        table["timing_from"] = "population"
     for f in fields(CardProfile):
+        if f.name in held:
+            continue  # loaded from the population (timing_from), as the fit had it
         if f.name in base:
             table[f.name] = fitted_values.get(f.name, base[f.name])
         elif f.name in pinned_params:
@@ -486,11 +504,11 @@ def calibrate_card(path: Path, setup: str, *, card: str, capacity_bytes: int | N
                             f"{', '.join(sorted(assigned))} fitted, other timings the population's")
     table["fit_rel_sd"] = {u.name: u.rel_sd for u in res.uncertainty if u.rel_sd is not None}
     try:
-        from_mapping(CardProfile, dict(table), f"card profile {card}")
+        from_mapping(CardProfile, {**table, **held}, f"card profile {card}")
     except ConfigError as e:
         raise SdbenchError(f"the calibrated card does not make a valid profile: {e}") from None
     out = UserFit(card, sc.name, source, fmt, compared, unmatched, len(emitted) - len(matched), res.uncertainty,
-                  population_fields, pop_names, from_scenario, pinned, base_name, (n_runs, runs_from),
+                  population_fields, held, pop_names, from_scenario, pinned, base_name, (n_runs, runs_from),
                   (cap, cap_from), table, res.evaluations)
     out.text = profile_text("card", table, report_lines(out, setup))
     return out
@@ -526,8 +544,12 @@ def report_lines(fit: UserFit, setup: str) -> list[str]:
     out.append("  fitted fields: value, σ (source)")
     for u in fit.fitted:
         out.append(f"    {u.name} = {u.value:.6g} {_unit_of(u.name)}: {describe_sd(u)}")
-    out += _wrap(f"  population (median of the {len(fit.population_cards)} shipped fitted cards): ",
-                 sorted(fit.population))
+    if fit.held:
+        out += _wrap('  held at the population\'s value (timing_from = "population": the median of the shipped cards '
+                     "that fitted each; a run's ranges span their values): ",
+                     [f"{n} {_value(v)} {_unit_of(n)} ({_span(n)})" for n, v in sorted(fit.held.items())])
+    out += _wrap(f"  population (median of the {len(fit.population_cards)} shipped fitted cards; fewer than two "
+                 "fitted each, no spread is known): ", sorted(fit.population))
     out += _wrap(f"  from the scenario's card {fit.base_card}: ", fit.from_scenario)
     if fit.pinned:
         out += _wrap("  set by the scenario's [sd.card_params]: ", fit.pinned)
@@ -550,8 +572,15 @@ def markdown(fit: UserFit) -> list[str]:
     for u in fit.fitted:
         sd, source = sd_cells(u)
         out.append(f"| {u.name} | {u.value:.6g} {_unit_of(u.name)} | {sd} | {source} |")
+    out += [f"| {n} | {_value(v)} {_unit_of(n)} | population | spans {_span(n)} |" for n, v in sorted(fit.held.items())]
     out += [f"| {n} | {_value(v)} {_unit_of(n)} | population | |" for n, v in sorted(fit.population.items())]
     return out
+
+
+def _span(name: str) -> str:
+    """The values the shipped cards that fitted field ``name`` have: "817.6–2150 µs over 4 cards"."""
+    v = spread_values()[name]
+    return f"{v[0]:.4g}–{v[-1]:.4g} {_unit_of(name)} over {len(v)} cards"
 
 
 def _value(v: Any) -> str:

@@ -38,11 +38,13 @@ def load_host(name: str, overrides: dict[str, Any] | None = None, base_dir: Path
 
 
 def load_card(name: str, overrides: dict[str, Any] | None = None, base_dir: Path | None = None) -> CardProfile:
-    """A card profile; one with ``timing_from = "population"`` takes each timing field it does not set from
-    :func:`card_population`."""
+    """A card profile; one with ``timing_from = "population"`` takes each field it holds
+    (:func:`population_held`) from :func:`card_population` (the median of the cards that fitted it)."""
     table = profiles.load_table("cards", name, base_dir, what="card profile")
-    if population_held(table):
-        table = {**card_population(fitted_only=True)[0], **table}
+    held = population_held(table)
+    if held:
+        medians = card_population(fitted_only=True)[0]
+        table = {**{f: medians[f] for f in held}, **table}
     if overrides is not None and not isinstance(overrides, dict):
         raise ConfigError(f"card profile {name}: overrides must be a table, got {overrides!r:.60}")
     return from_mapping(CardProfile, {**table, **(overrides or {})}, f"card profile {name}")
@@ -50,12 +52,20 @@ def load_card(name: str, overrides: dict[str, Any] | None = None, base_dir: Path
 
 def population_held(table: dict[str, Any], overrides: dict[str, Any] | None = None) -> tuple[str, ...]:
     """The timing fields a card profile's TOML table leaves to the population: with ``timing_from =
-    "population"``, each timing field neither the table nor ``overrides`` (a scenario's [sd.card_params]) sets.
-    Those no fitted card fitted keep the field's default (:func:`load_card`)."""
+    "population"``, each field some shipped fitted card fitted (:func:`fitted_values`) that neither the table
+    nor ``overrides`` (a scenario's [sd.card_params]) sets.  A field no fitted card fitted keeps its default,
+    as in any profile.  Ranges span a held field when at least two cards fitted it (:func:`spread_values`)."""
     if table.get("timing_from") != "population":
         return ()
+    fitted = fitted_values()
     return tuple(f.name for f in fields(CardProfile)
-                 if f.name not in NOT_TIMING and f.name not in table and f.name not in (overrides or {}))
+                 if f.name in fitted and f.name not in table and f.name not in (overrides or {}))
+
+
+def spread_values() -> dict[str, tuple[float, ...]]:
+    """Timing field -> its values over the shipped fitted cards that fitted it (:func:`fitted_values`), for each
+    field at least two of them fitted: a held field whose spread ranges span (one card's value is no spread)."""
+    return {f: v for f, v in fitted_values().items() if len(v) >= 2}
 
 
 @functools.lru_cache(maxsize=1)

@@ -58,8 +58,8 @@ NOT_TIMING = frozenset({"name", "description", "timing_from", "speed_class", "uh
 class CardProfile:
     name: str = opt("generic", help="card name")
     timing_from: str = opt("", choices=("", "population"),
-                           help="population: each timing field the file does not set is the median of the shipped "
-                                "fitted cards")
+                           help="population: each timing field the file does not set is the median of the fitted "
+                                "cards that fitted it")
     description: str = opt("", help="what card this is and where its figures come from")
     speed_class: str = opt("", help="speed class symbols printed on the card (C2..C10, U1, U3, V6..V90, A1, A2), e.g. "
                                     "\"C10 U3 V30 A2\"; \"\" = not recorded")
