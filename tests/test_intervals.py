@@ -155,7 +155,9 @@ def test_budget_and_percentiles():
     sc = scen.load(SD)
     assert population.runs_of(sc) == 100
     assert population.budget(sc, 12) == (4, 12)
-    assert population.budget(scen.load(SD, ["espidf.runs=20"]), 12) == (1, 12)
+    # two calls at least: at 20 runs, two each for 9 members and the reduced central run fill the budget
+    assert population.budget(scen.load(SD, ["espidf.runs=20"]), 12) == (2, 9)
+    assert population.budget(scen.load(SD, ["espidf.runs=5"]), 12) == (2, population.MIN_MEMBERS)
     assert population.budget(scen.load(SD, ["espidf.runs=1"]), 12) == (1, population.MIN_MEMBERS)
     assert population.percentile([1, 2, 3, 4, 5], 10) == pytest.approx(1.4)
     assert population.percentile([3.0], 90) == 3.0

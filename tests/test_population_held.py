@@ -97,3 +97,17 @@ def test_append_rows_range_over_the_held_busy_and_say_so():
     read = next(r for r in held.rows if r.label == "SD FATFS: read more than target size")
     r_lo, r_hi = read.time_ms_range
     assert r_hi / r_lo < 1.1 < 1.5 < hi / lo  # reads never wait for a write busy
+
+
+def test_few_runs_still_reach_the_one_sector_appends():
+    # at 10 runs the members run 2 calls each: the second append of a file is the unaligned one, whose
+    # one-sector writes wait for the held busy (one call each would see only the aligned first append)
+    few = [*APPEND[:-2], "espidf.runs=10", APPEND[-1]]
+    held = run_scenario(scen.load(SD, few), ranges=True)
+    assert held.metadata["range"]["runs"]["members"] == population.MIN_RUNS
+    value = load_card(CARD).write_busy_single_us
+    pinned = run_scenario(scen.load(SD, [*few, f"sd.card_params.write_busy_single_us={value}"]), ranges=True)
+    label = "SD FATFS: write more than target size"
+    hi = next(r for r in held.rows if r.label == label).time_ms_range[1]
+    p_hi = next(r for r in pinned.rows if r.label == label).time_ms_range[1]
+    assert hi > 1.2 * p_hi

@@ -67,6 +67,10 @@ from .workloads.registry import protocol
 PERCENTILES = (10, 90)
 #: most timed calls per row a member (and the reduced central run) makes
 RUNS_CAP = 4
+#: fewest timed calls per row a member makes when the full run has that many: a row's first call may take
+#: another path than the rest (a file's first append is aligned, the next ones are not; a cold cache), and
+#: :func:`projected` carries the rest to the full run only when it has them
+MIN_RUNS = 2
 #: timed calls all members (and the reduced central run) may make together, as a share of the central run's
 RANGE_BUDGET = 1.0
 #: fewest members a range is computed from when the budget allows fewer (a protocol whose runs are already 1):
@@ -313,9 +317,10 @@ def budget(sc: Scenario, members: int) -> tuple[int, int]:
 
     The cost of a run is its protocol's timed calls.  The runs are the most, up
     to :data:`RUNS_CAP`, that keep all members (and the reduced central run,
-    when the runs are reduced at all) within the budget; when even one run
-    each is over it, fewer members run, but never fewer than
-    :data:`MIN_MEMBERS` (a protocol whose runs are already 1 then costs more):
+    when the runs are reduced at all) within the budget; when even
+    :data:`MIN_RUNS` each (or the full run's, if fewer) is over it, fewer
+    members run at those runs, but never fewer than :data:`MIN_MEMBERS` (a
+    protocol with few runs then costs more):
     the population's members spread evenly over it, its fastest and slowest
     included (:func:`select`); of a fit, the first draws, or when fewer than
     half of them fit, its :attr:`Plan.extremes`, whose range is their span
@@ -324,15 +329,16 @@ def budget(sc: Scenario, members: int) -> tuple[int, int]:
     spec = protocol(sc.protocol)
     full_runs = runs_of(sc)
     allowed = RANGE_BUDGET * max(spec.timed_calls(sc), 1)
-    cost1, central1 = 1, 0
-    for r in range(min(full_runs, RUNS_CAP), 0, -1):
+    least = max(min(MIN_RUNS, full_runs), 1)
+    cost_least, central_least = 1, 0
+    for r in range(max(min(full_runs, RUNS_CAP), least), least - 1, -1):
         cost = max(spec.timed_calls(with_runs(sc, r)), 1)
         central = 1 if r < full_runs else 0
         if (members + central) * cost <= allowed:
             return r, members
-        cost1, central1 = cost, central
-    fit = int(allowed // cost1) - central1
-    return 1, min(members, max(fit, MIN_MEMBERS))
+        cost_least, central_least = cost, central
+    fit = int(allowed // cost_least) - central_least
+    return least, min(members, max(fit, MIN_MEMBERS))
 
 
 def select(members: tuple[Member, ...], k: int) -> tuple[Member, ...]:
