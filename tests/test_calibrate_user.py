@@ -245,6 +245,9 @@ def test_fields_no_row_tells_are_left_to_the_population_and_ranges_span_them(tmp
     assert table["timing_from"] == "population"
     assert "read_access_us" in table and not held & set(table)
     assert "erase_busy_us" in table  # fewer than two cards fitted it: no spread, the value is written
+    # ... and the report shows what the one card that fitted it has
+    erase = fitted_values()["erase_busy_us"]
+    assert len(erase) == 1 and f"| erase_busy_us | 250 µs | population | one card fitted {erase[0]:.6g} µs |" in report
     card = load_card(str(out))
     fitted = card_population(fitted_only=True)[0]
     assert {f: getattr(card, f) for f in held} == {f: fitted[f] for f in held}

@@ -42,7 +42,7 @@ from .protocols import run_scenario
 from .records import Row
 from .scenarios import Scenario
 from .scenarios import load as load_scenario
-from .stack.sd import card_population, spread_values
+from .stack.sd import card_population, fitted_values, spread_values
 from .workloads.espidf import PART_NAMES
 from .workloads.registry import protocol
 
@@ -549,7 +549,8 @@ def report_lines(fit: UserFit, setup: str) -> list[str]:
                      "that fitted each; a run's ranges span their values): ",
                      [f"{n} {_value(v)} {_unit_of(n)} ({_span(n)})" for n, v in sorted(fit.held.items())])
     out += _wrap(f"  population (median of the {len(fit.population_cards)} shipped fitted cards; fewer than two "
-                 "fitted each, no spread is known): ", sorted(fit.population))
+                 "fitted each, no spread is known): ", [n + (f" ({_one_card(n)})" if _one_card(n) else "")
+                                                        for n in sorted(fit.population)])
     out += _wrap(f"  from the scenario's card {fit.base_card}: ", fit.from_scenario)
     if fit.pinned:
         out += _wrap("  set by the scenario's [sd.card_params]: ", fit.pinned)
@@ -573,8 +574,17 @@ def markdown(fit: UserFit) -> list[str]:
         sd, source = sd_cells(u)
         out.append(f"| {u.name} | {u.value:.6g} {_unit_of(u.name)} | {sd} | {source} |")
     out += [f"| {n} | {_value(v)} {_unit_of(n)} | population | spans {_span(n)} |" for n, v in sorted(fit.held.items())]
-    out += [f"| {n} | {_value(v)} {_unit_of(n)} | population | |" for n, v in sorted(fit.population.items())]
+    out += [f"| {n} | {_value(v)} {_unit_of(n)} | population | {_one_card(n)} |".replace("|  |", "| |")
+            for n, v in sorted(fit.population.items())]
     return out
+
+
+def _one_card(name: str) -> str:
+    """For a population field that one shipped card fitted: "one card fitted 17564.1 µs", else "".  The profile
+    keeps the median of all the cards (one card's value goes with its other fields: a merge cost with its
+    update-block state), and no range spans the gap: the report shows it."""
+    v = fitted_values().get(name, ())
+    return f"one card fitted {v[0]:.6g} {_unit_of(name)}" if len(v) == 1 else ""
 
 
 def _span(name: str) -> str:
