@@ -81,6 +81,10 @@ def test_list_cards_cells(capsys):
     assert rows["lexar-v30-64gb"][2] == "V30"
     assert rows["sandisk-switch-128gb"][2] == "UHS-I (speed class not recorded)"
     assert rows["generic-sdhc"][1:3] == ["16 GB (SDHC)", "not recorded"]
+    # the fields a card takes from the shipped fitted cards (timing_from = "population")
+    assert rows["esp32-perfbench-card"][6] == "fitted; from the population: write_busy_single_us"
+    assert rows["lexar-v30-64gb"][6] == "fitted"
+    assert rows["generic-sdhc"][6].startswith("uncalibrated; from the population: ")
 
 
 BAD_MARKINGS = [

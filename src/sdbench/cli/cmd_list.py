@@ -99,15 +99,27 @@ def _markings(c: CardProfile) -> str:
     return marks or "not recorded"
 
 
+def _held(name: str) -> str:
+    """The timing fields a card takes from the population (timing_from), for its parameters cell."""
+    from .. import profiles
+    from ..stack.sd import population_held
+
+    held = population_held(profiles.load_table("cards", name, what="card profile"))
+    if not held:
+        return ""
+    return f"; from the population: {', '.join(held) if len(held) <= 4 else f'{len(held)} timing fields'}"
+
+
 def _cards() -> None:
     from .. import profiles
+    from ..stack.sd import load_card
 
     rows = []
     for name in profiles.shipped("cards"):
-        c = profiles.load(CardProfile, "cards", name, what="card profile")
+        c = load_card(name)
         hs = _mhz(c.high_speed_max_clock_hz) if c.high_speed_max_clock_hz else "-"
         rows.append([name, _capacity(c.capacity_bytes), _markings(c), f"{c.au_bytes >> 20} MiB",
-                     _mhz(c.default_speed_max_clock_hz), hs, _fitted("cards", name), c.description])
+                     _mhz(c.default_speed_max_clock_hz), hs, _fitted("cards", name) + _held(name), c.description])
     _table(["card", "capacity", "speed class", "allocation unit", "default speed", "high speed", "parameters",
             "description"], rows)
 
