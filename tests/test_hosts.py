@@ -346,3 +346,17 @@ def test_sdfat_bench_scenario_of_each_new_host_runs(name):
     sd = rec.stack["sd"]
     assert (sd["host"]["name"], sd["host"]["driver"]) == (name, kind)
     assert (sd["bus"]["kind"], sd["bus"]["clock_hz"]) == (bus_kind, clock_hz)
+
+
+def test_hosts_that_carry_the_esp32s3_sdspi_cycle_counts_have_the_fitted_ones():
+    # an estimate carried over from a fitted profile follows it when that profile is refitted
+    from sdbench.stack.sd import load_host
+
+    source = load_host("esp32s3-sdspi")
+    carriers = [n for n in profiles.shipped("hosts")
+                if "cycle counts of the esp32s3-sdspi profile" in (profiles.DATA / "hosts" / f"{n}.toml").read_text()]
+    assert len(carriers) >= 3
+    for n in carriers:
+        h = load_host(n)
+        for f in ("transaction_cycles", "block_cycles", "crc_cycles_per_byte"):
+            assert getattr(h, f) == getattr(source, f), (n, f)

@@ -155,9 +155,11 @@ def test_budget_and_percentiles():
     sc = scen.load(SD)
     assert population.runs_of(sc) == 100
     assert population.budget(sc, 12) == (4, 12)
-    # two calls at least: at 20 runs, two each for 9 members and the reduced central run fill the budget
-    assert population.budget(scen.load(SD, ["espidf.runs=20"]), 12) == (2, 9)
-    assert population.budget(scen.load(SD, ["espidf.runs=5"]), 12) == (2, population.MIN_MEMBERS)
+    # two calls at least: at 20 runs, two each for 12 members and the reduced central run are over the budget
+    # but within MIN_RUNS_BUDGET; at 5 runs, 5 members are
+    assert population.budget(scen.load(SD, ["espidf.runs=20"]), 12) == (2, 12)
+    assert population.budget(scen.load(SD, ["espidf.runs=5"]), 12) == (2, 5)
+    assert population.budget(scen.load(SD, ["espidf.runs=2"]), 12) == (2, population.MIN_MEMBERS)
     assert population.budget(scen.load(SD, ["espidf.runs=1"]), 12) == (1, population.MIN_MEMBERS)
     assert population.percentile([1, 2, 3, 4, 5], 10) == pytest.approx(1.4)
     assert population.percentile([3.0], 90) == 3.0

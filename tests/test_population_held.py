@@ -53,12 +53,24 @@ def test_a_held_field_is_not_one_of_the_population_values():
     assert med["write_busy_single_us"] == pytest.approx(statistics.median(c.write_busy_single_us for c in others))
 
 
-def test_a_field_no_fitted_card_fitted_keeps_its_default():
-    # pause_sigma: no shipped card fits it, so a card with timing_from takes the default, as any profile does
+def test_a_card_holds_exactly_the_fields_a_fitted_card_fitted():
+    # pause_sigma: no shipped card fits it, so a card with timing_from keeps the default, as any profile does
     assert "pause_sigma" not in fitted_values()
     held = population_held({"timing_from": "population"})
-    assert "pause_sigma" not in held and "write_busy_single_us" in held
-    assert load_card("generic-sdhc").pause_sigma == CardProfile().pause_sigma
+    assert set(held) == set(fitted_values()) and "write_busy_single_us" in held
+    assert population_held({"timing_from": "population", "pause_sigma": 0.5}) == held
+
+
+def test_forget_drops_the_cached_population(monkeypatch):
+    from sdbench.stack import sd
+
+    monkeypatch.undo()  # the real, cached model error
+    fitted_values()
+    card_population()
+    population.shipped_population()
+    population.forget()
+    assert sd.fitted_values.cache_info().currsize == 0 and sd.card_population.cache_info().currsize == 0
+    assert population.shipped_population.cache_info().currsize == 0
 
 
 def test_the_fit_plan_spans_the_held_field():
@@ -111,3 +123,13 @@ def test_few_runs_still_reach_the_one_sector_appends():
     hi = next(r for r in held.rows if r.label == label).time_ms_range[1]
     p_hi = next(r for r in pinned.rows if r.label == label).time_ms_range[1]
     assert hi > 1.2 * p_hi
+
+
+def test_a_population_card_without_fitted_cards_is_refused(monkeypatch):
+    from sdbench.errors import ConfigError
+    from sdbench.stack import sd
+
+    monkeypatch.setattr(sd, "fitted_values", lambda: {})
+    with pytest.raises(ConfigError, match="no fitted card profile is shipped"):
+        load_card("generic-sdhc")
+    assert load_card("lexar-v30-64gb").name == "lexar-v30-64gb"  # a card that holds nothing still loads

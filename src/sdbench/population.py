@@ -16,9 +16,10 @@ module says which *members* to run for a scenario:
   median the fitted value, with a seed derived from the scenario's seed.
   A fitted card may hold fields at the population's value (``timing_from =
   "population"`` and the field not set: no train row of that card measures
-  it); each member then also carries, for each such field, one of the values
-  the cards that fitted it have (evenly spread quantiles, in an order drawn
-  per field), so the range spans what the card does not tell;
+  it); each member then also carries, for each such field that at least two
+  cards fitted, one of the values those cards have (evenly spread quantiles,
+  in an order drawn per field), so the range spans what the card does not
+  tell;
 * **none**: nothing to vary (calibrated profiles with an empty
   ``fit_rel_sd``, real media): no range, and the run's metadata says why.
 
@@ -28,8 +29,9 @@ are drawn as well, one draw per member.
 :func:`ranges` turns the members' rows into a range per row without
 multiplying the run time: the central scenario runs in full as always (its
 figures do not change), then the central and every member run again with
-their protocol's runs option cut to at most :data:`RUNS_CAP` (see
-:func:`budget`), and each row gets ``time_ms_range`` =
+their protocol's runs option cut to at most :data:`RUNS_CAP` and, where the
+full run has them, at least :data:`MIN_RUNS` (see :func:`budget`), and each
+row gets ``time_ms_range`` =
 central × (10th, 90th percentile of member_reduced / central_reduced),
 clipped so that low <= central <= high.  Everything is deterministic: the
 same scenario and seed give the same ranges.
@@ -60,7 +62,8 @@ from .media.sim.nor import load_chip_profile
 from .options import apply_overrides
 from .records import Row
 from .scenarios import Scenario
-from .stack.sd import card_population, fitted_values, load_card, load_host, population_held
+from .stack.sd import (card_population, fitted_values, forget_population, load_card, load_host,
+                       population_held)
 from .workloads.registry import protocol
 
 #: the band a range spans: 10th to 90th percentile of the members
@@ -71,6 +74,10 @@ RUNS_CAP = 4
 #: another path than the rest (a file's first append is aligned, the next ones are not; a cold cache), and
 #: :func:`projected` carries the rest to the full run only when it has them
 MIN_RUNS = 2
+#: timed calls the members and the reduced central run may make together, as a share of the central run's, when
+#: :data:`MIN_RUNS` each is over :data:`RANGE_BUDGET` (a protocol with few runs): a fit then keeps its draws
+#: rather than fall back to its two extremes, whose joint 10th/90th percentiles overstate a row of several fields
+MIN_RUNS_BUDGET = 2.5
 #: timed calls all members (and the reduced central run) may make together, as a share of the central run's
 RANGE_BUDGET = 1.0
 #: fewest members a range is computed from when the budget allows fewer (a protocol whose runs are already 1):
@@ -173,6 +180,14 @@ def _stack_profiles(sc: Scenario) -> list[_Profile]:
         out.append(_Profile("flash", "host_params", "flash host", cfg.host,
                             load_esp_flash_host(host, cfg.host_params or None), is_fitted("hosts", cfg.host, base)))
     return out
+
+
+def forget() -> None:
+    """Drop every cached reading of the shipped profiles (the population, the model error): `sdbench
+    calibrate` writing into the data folder changes them for the groups after."""
+    shipped_population.cache_clear()
+    model_error.cache_clear()
+    forget_population()
 
 
 def _numeric(v: Any) -> bool:
@@ -318,9 +333,10 @@ def budget(sc: Scenario, members: int) -> tuple[int, int]:
     The cost of a run is its protocol's timed calls.  The runs are the most, up
     to :data:`RUNS_CAP`, that keep all members (and the reduced central run,
     when the runs are reduced at all) within the budget; when even
-    :data:`MIN_RUNS` each (or the full run's, if fewer) is over it, fewer
-    members run at those runs, but never fewer than :data:`MIN_MEMBERS` (a
-    protocol with few runs then costs more):
+    :data:`MIN_RUNS` each (or the full run's, if fewer) is over it, the
+    members run at those runs within :data:`MIN_RUNS_BUDGET` (when that is
+    at least 2), fewer if need be, but never fewer than :data:`MIN_MEMBERS`
+    (a protocol whose runs are already 1 then costs more):
     the population's members spread evenly over it, its fastest and slowest
     included (:func:`select`); of a fit, the first draws, or when fewer than
     half of them fit, its :attr:`Plan.extremes`, whose range is their span
@@ -337,6 +353,8 @@ def budget(sc: Scenario, members: int) -> tuple[int, int]:
         if (members + central) * cost <= allowed:
             return r, members
         cost_least, central_least = cost, central
+    if least >= MIN_RUNS:
+        allowed = MIN_RUNS_BUDGET * max(spec.timed_calls(sc), 1)
     fit = int(allowed // cost_least) - central_least
     return least, min(members, max(fit, MIN_MEMBERS))
 

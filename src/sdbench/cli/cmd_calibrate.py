@@ -53,7 +53,9 @@ def register(app: typer.Typer) -> None:
 
         With --from FILE --setup SCENARIO -o CARD.toml: fit a card profile to your own
         measurements, taken on SCENARIO; fields no measured row tells keep the median of
-        the shipped fitted cards.
+        the shipped fitted cards (those two or more of them fitted are left to the
+        population, timing_from = "population", and the ranges of a run with the profile
+        span their values).
 
         With --model-error: run the scenarios of the train rows no fit group uses and record
         the error of their predictions (model-error.toml); every simulated range includes it.
@@ -66,6 +68,7 @@ def register(app: typer.Typer) -> None:
                             ("--force", force or None)):
             if value is not None:
                 raise SdbenchError(f"{flag} belongs to --from (calibrating a card from your measurements)")
+        from .. import population
         from ..calibrate import fit, groups, load_measurements, sd_cells, write_results
 
         if model_error:
@@ -88,6 +91,7 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"fitting {name} ...", err=True)
             res = fit(name, meas, progress=progress)
             paths = write_results(res, output_dir)
+            population.forget()  # with -o the data folder, the next group reads what this one wrote
             typer.echo(f"### {name}: {res.evaluations} simulations, cost {res.cost:.4g}")
             typer.echo("")
             typer.echo("| scenario | row | measured | model | error |")

@@ -58,6 +58,8 @@ def population_held(table: dict[str, Any], overrides: dict[str, Any] | None = No
     if table.get("timing_from") != "population":
         return ()
     fitted = fitted_values()
+    if not fitted:
+        raise ConfigError("no fitted card profile is shipped to take population values from")
     return tuple(f.name for f in fields(CardProfile)
                  if f.name in fitted and f.name not in table and f.name not in (overrides or {}))
 
@@ -112,6 +114,13 @@ def card_population(fitted_only: bool = False) -> tuple[dict[str, Any], tuple[st
         med[f.name] = statistics.median_low(vals) if all(isinstance(v, int) for v in vals) \
             else float(statistics.median(vals))
     return med, names
+
+
+def forget_population() -> None:
+    """Drop the cached population (:func:`fitted_values`, :func:`card_population`): after a fit wrote the
+    shipped profiles, the next fit reads what it wrote."""
+    fitted_values.cache_clear()
+    card_population.cache_clear()
 
 
 @dataclass(frozen=True)
