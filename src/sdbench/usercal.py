@@ -580,7 +580,7 @@ def markdown(fit: UserFit) -> list[str]:
 
 
 def _one_card(name: str) -> str:
-    """For a population field that one shipped card fitted: "one card fitted 17564.1 µs", else "".  The profile
+    """For a population field that one shipped card fitted: "one card fitted 17732.8 µs", else "".  The profile
     keeps the median of all the cards (one card's value goes with its other fields: a merge cost with its
     update-block state), and no range spans the gap: the report shows it."""
     v = fitted_values().get(name, ())
