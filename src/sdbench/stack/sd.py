@@ -44,7 +44,7 @@ def load_card(name: str, overrides: dict[str, Any] | None = None, base_dir: Path
     held = population_held(table)
     if held:
         medians = card_population(fitted_only=True)[0]
-        table = {**{f: medians[f] for f in held}, **table}
+        table = {**{f: medians[f] for f in held if f in medians}, **table}
     if overrides is not None and not isinstance(overrides, dict):
         raise ConfigError(f"card profile {name}: overrides must be a table, got {overrides!r:.60}")
     return from_mapping(CardProfile, {**table, **(overrides or {})}, f"card profile {name}")
