@@ -62,8 +62,8 @@ from .media.sim.nor import load_chip_profile
 from .options import apply_overrides
 from .records import Row
 from .scenarios import Scenario
-from .stack.sd import (card_population, fitted_values, forget_population, load_card, load_host,
-                       population_held)
+from .stack.sd import (card_population, forget_population, load_card, load_host, population_held,
+                       spread_values)
 from .workloads.registry import protocol
 
 #: the band a range spans: 10th to 90th percentile of the members
@@ -231,11 +231,11 @@ def _slowness(card: CardProfile, fields_: tuple[str, ...], medians: dict[str, fl
 
 def _held_spans(card: _Profile | None) -> dict[str, tuple[float, ...]]:
     """A calibrated card's fields held at the population's value that at least two fitted cards fitted -> their
-    values (:func:`sdbench.stack.sd.fitted_values`)."""
+    values (:func:`sdbench.stack.sd.spread_values`)."""
     if card is None or not card.calibrated:
         return {}
-    values = fitted_values()
-    return {f: values[f] for f in card.held if len(values.get(f, ())) >= 2}
+    spread = spread_values()
+    return {f: spread[f] for f in card.held if f in spread}
 
 
 def plan(sc: Scenario, *, simulated: bool) -> Plan:
