@@ -41,7 +41,6 @@ SMALL_FIT = [*RAW, "sd.card_params.fit_rel_sd={read_access_us=0.02, write_busy_e
 def _no_model_error():
     # these tests check the parameters' spread; the model error that widens it has its own tests
     # (test_model_error.py)
-    population.model_error.cache_clear()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(population, "model_error", lambda: {})
         yield

@@ -14,7 +14,7 @@ from sdbench.errors import ConfigError
 from sdbench.protocols import run_scenario
 from sdbench.records import make_row
 from sdbench.stack.sd import load_card
-from sdbench.validation import TRAIN_PREDICTION, model_error, model_error_toml
+from sdbench.validation import TRAIN_PREDICTION, model_error, model_error_toml, range_quantile
 
 
 def _row(op, ms, rng=None):
@@ -59,10 +59,27 @@ def test_a_calibrated_stack_without_fit_uncertainty_gets_the_model_error_alone()
     info = rec.metadata["range"]
     assert info["method"] == "model-error" and "fit_rel_sd is empty" in info["reason"]
     assert info["model_log_sd"] == population.model_error()
+    assert info["model_z"] == population.model_error_z()
     for r in rec.rows:
-        sd = population.model_error()[population.error_kind(r.op)]
-        assert r.time_ms_range == pytest.approx((r.time_ms * math.exp(-population.Z90 * sd),
-                                                 r.time_ms * math.exp(population.Z90 * sd)))
+        kind = population.error_kind(r.op)
+        m = population.model_error_z()[kind] * population.model_error()[kind]
+        assert r.time_ms_range == pytest.approx((r.time_ms * math.exp(-m), r.time_ms * math.exp(m)))
+
+
+def test_the_shipped_ranges_span_the_student_t_quantile_of_the_rows_sigma_came_from():
+    # σ from few rows is uncertain itself: the band is wider than the normal 1.28 σ, more so for fewer rows
+    doc = tomllib.loads((population.profiles.DATA / population.MODEL_ERROR_FILE).read_text())
+    z = population.model_error_z()
+    for kind in population.ERROR_KINDS:
+        assert z[kind] == pytest.approx(range_quantile(doc[f"rows_{kind}"]), abs=1e-4)
+        assert z[kind] > population.Z90
+    assert range_quantile(4) == pytest.approx(1.5332, abs=1e-4)      # tables of Student's t, 4 degrees
+    assert range_quantile(6) == pytest.approx(1.4398, abs=1e-4)
+    assert range_quantile(10_000) == pytest.approx(population.Z90, abs=1e-3)
+    (r, w) = population.widen((_row("read", 10.0), _row("write", 10.0)), {"read": 0.1, "write": 0.1},
+                              {"read": 1.5})
+    assert r.time_ms_range == pytest.approx((10 * math.exp(-0.15), 10 * math.exp(0.15)))
+    assert w.time_ms_range == pytest.approx((10 * math.exp(-0.1 * population.Z90), 10 * math.exp(0.1 * population.Z90)))
 
 
 def _cmp(kind, measured, predicted, group=TRAIN_PREDICTION):
@@ -77,10 +94,12 @@ def test_model_error_is_the_rms_log_error_per_kind_with_a_leave_one_out_coverage
     logs_r = [math.log(p / 100) for p in (101, 99, 105)]
     assert me.log_rel_sd["read"] == pytest.approx(math.sqrt(sum(x * x for x in logs_r) / 3))
     assert len(me.rows) == 7
-    # 150 is outside 1.28 σ of the other writes (120, 80, 100); 105 outside that of 101 and 99
+    # 150 is outside t σ of the other writes (120, 80, 100; t 1.64 for 3 rows); 105 outside that of 101 and 99
     assert me.loo_coverage == pytest.approx(5 / 7)
+    assert me.z == {"read": pytest.approx(range_quantile(3)), "write": pytest.approx(range_quantile(4))}
     doc = tomllib.loads(model_error_toml(me))
     assert doc["log_rel_sd_write"] == pytest.approx(me.log_rel_sd["write"], abs=1e-4)
+    assert doc["z_write"] == pytest.approx(range_quantile(4), abs=1e-4)
     assert doc["rows_read"] == 3 and len(doc["row"]) == 7 and doc["leave_one_out_coverage"] == pytest.approx(5 / 7,
                                                                                                               abs=1e-3)
     with pytest.raises(ConfigError, match="model error of reads needs at least 3"):

@@ -42,7 +42,9 @@ used.  ``sdbench calibrate`` measures it on the train rows no fit group uses
 (the root mean square of log(predicted / measured), for reads and for writes
 apart: writes meet the card's internal work, which the model knows least) and
 writes it to ``data/model-error.toml``; :func:`widen` adds it to every simulated row's
-range in quadrature with the parameters' spread, on each side, in log space.
+range in quadrature with the parameters' spread, on each side, in log space, at
+the Student-t 90th percentile for the number of rows σ came from (a σ from four
+rows is itself uncertain, so its 10–90 % band is ±1.53 σ rather than ±1.28 σ).
 A simulated row with nothing else to vary gets the model error alone.
 """
 from __future__ import annotations
@@ -186,7 +188,7 @@ def forget() -> None:
     """Drop every cached reading of the shipped profiles (the population, the model error): `sdbench
     calibrate` writing into the data folder changes them for the groups after."""
     shipped_population.cache_clear()
-    model_error.cache_clear()
+    _model_error_doc.cache_clear()
     forget_population()
 
 
@@ -443,31 +445,47 @@ def error_kind(op: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def model_error() -> dict[str, float]:
-    """The model error `sdbench calibrate --model-error` recorded, per kind of row (:func:`error_kind`): σ of
-    log(predicted / measured); empty when not recorded."""
+def _model_error_doc() -> tuple[dict[str, float], dict[str, float]]:
+    """σ and z per kind from ``data/model-error.toml`` (both empty when it is missing or unreadable)."""
     import tomllib
 
     try:
         doc = tomllib.loads((profiles.DATA / MODEL_ERROR_FILE).read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError):
-        return {}
-    out = {}
+        return {}, {}
+    sd, z = {}, {}
     for kind in ERROR_KINDS:
         v = doc.get(f"log_rel_sd_{kind}")
         if _numeric(v) and math.isfinite(v) and v >= 0:
-            out[kind] = float(v)
-    return out
+            sd[kind] = float(v)
+            q = doc.get(f"z_{kind}")
+            # a file without z (or a nonsensical one) falls back to the normal quantile, as for a known σ
+            z[kind] = float(q) if _numeric(q) and math.isfinite(q) and q >= Z90 else Z90
+    return sd, z
 
 
-def widen(rows: tuple[Row, ...], log_sd: dict[str, float], z: float = Z90) -> tuple[Row, ...]:
+def model_error() -> dict[str, float]:
+    """The model error `sdbench calibrate --model-error` recorded, per kind of row (:func:`error_kind`): σ of
+    log(predicted / measured); empty when not recorded."""
+    return dict(_model_error_doc()[0])
+
+
+def model_error_z() -> dict[str, float]:
+    """Per kind of row, the multiple of its model error σ a range spans on each side: the Student-t 90th
+    percentile for the number of rows σ was measured from (:func:`sdbench.validation.range_quantile`)."""
+    return dict(_model_error_doc()[1])
+
+
+def widen(rows: tuple[Row, ...], log_sd: dict[str, float], z: float | dict[str, float] = Z90) -> tuple[Row, ...]:
     """Each row's range widened by the model error of its kind: on each side, the log distance from the
-    central figure to the end and ``z * σ`` added in quadrature (a row without a range gets ±``z * σ``).
+    central figure to the end and ``z * σ`` added in quadrature (a row without a range gets ±``z * σ``);
+    ``z`` is one multiple for every kind or one per kind (a kind it lacks takes :data:`Z90`).
     Rows with a central figure of 0, or of a kind without a recorded error, keep what they have."""
     out = []
     for row in rows:
         c = row.time_ms
-        m = z * log_sd.get(error_kind(row.op), 0.0)
+        kind = error_kind(row.op)
+        m = (z.get(kind, Z90) if isinstance(z, dict) else z) * log_sd.get(kind, 0.0)
         if not c > 0 or m <= 0:
             out.append(row)
             continue

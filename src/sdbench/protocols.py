@@ -128,10 +128,12 @@ def with_ranges(sc: Scenario, rec: RunRecord, *, workers: int = 1) -> RunRecord:
     if rec.clock != "virtual" or not log_sd:
         return out
     info = dict(out.metadata.get("range", {}))
+    z = population.model_error_z()
     info["model_log_sd"] = log_sd
+    info["model_z"] = z
     if info.get("method") == "none":
         info["method"] = "model-error"
-    return replace(out, rows=population.widen(out.rows, log_sd),
+    return replace(out, rows=population.widen(out.rows, log_sd, z),
                    metadata={**out.metadata, "range": info})
 
 

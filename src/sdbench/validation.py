@@ -347,12 +347,26 @@ class ModelError:
 
     log_rel_sd: dict[str, float]                             # kind -> root mean square of log(predicted / measured)
     rows: tuple[tuple[str, str, str, float, float], ...]     # (kind, scenario, row, measured, predicted)
-    #: share of the rows inside ±z90·σ of their kind, σ taken from the other rows of that kind only
+    #: share of the rows inside ±t·σ of their kind, σ taken from the other rows of that kind only and t the
+    #: Student-t 90th percentile for their number (:func:`range_quantile`)
     loo_coverage: float
+    #: kind -> the multiple of σ a range spans on each side (:func:`range_quantile` of the kind's row count)
+    z: dict[str, float]
 
 
 #: fewest rows of a kind its model error is measured from
 MIN_ERROR_ROWS = 3
+
+
+def range_quantile(n: int) -> float:
+    """The multiple of a model error σ measured from ``n`` rows that a 10–90 % range spans on each side.
+
+    σ is a root mean square over few rows, so it is itself uncertain: if the log errors are normal around 0, a
+    new row's error over σ follows Student's t with ``n`` degrees of freedom, whose 90th percentile (1.53 for
+    4 rows, 1.44 for 6) is wider than the normal's 1.28 that a known σ would give."""
+    from scipy.special import stdtrit
+
+    return float(stdtrit(n, 0.9))
 
 
 def model_error(rows: list[dict[str, Any]]) -> ModelError:
@@ -360,11 +374,12 @@ def model_error(rows: list[dict[str, Any]]) -> ModelError:
     of row has fewer than :data:`MIN_ERROR_ROWS` compared rows."""
     import math
 
-    from .population import ERROR_KINDS, Z90, error_kind
+    from .population import ERROR_KINDS, error_kind
 
     used = [r for r in rows if r["group"] == TRAIN_PREDICTION and r["measured"] and r["predicted"]
             and r["measured"] > 0 and r["predicted"] > 0]
     sd: dict[str, float] = {}
+    z: dict[str, float] = {}
     inside_: list[bool] = []
     out = []
     for kind in ERROR_KINDS:
@@ -374,11 +389,13 @@ def model_error(rows: list[dict[str, Any]]) -> ModelError:
                               f"group uses; {len(mine)} were compared")
         logs = [math.log(r["predicted"] / r["measured"]) for r in mine]
         sd[kind] = math.sqrt(math.fsum(x * x for x in logs) / len(logs))
+        z[kind] = range_quantile(len(logs))
+        t_loo = range_quantile(len(logs) - 1)
         for i, x in enumerate(logs):
             others = logs[:i] + logs[i + 1:]
-            inside_.append(abs(x) <= Z90 * math.sqrt(math.fsum(y * y for y in others) / len(others)))
+            inside_.append(abs(x) <= t_loo * math.sqrt(math.fsum(y * y for y in others) / len(others)))
         out += [(kind, r["scenario"], r["row"], r["measured"], r["predicted"]) for r in mine]
-    return ModelError(sd, tuple(out), sum(inside_) / len(inside_))
+    return ModelError(sd, tuple(out), sum(inside_) / len(inside_), z)
 
 
 def model_error_toml(me: ModelError) -> str:
@@ -388,10 +405,12 @@ def model_error_toml(me: ModelError) -> str:
 
     lines = ["# fitted by `sdbench calibrate --model-error`: the error of predictions on the train rows no fit group",
              "# uses, as the root mean square of log(predicted / measured), for rows that read and rows that write;",
-             "# every simulated range adds it in quadrature (sdbench.population.widen).",
+             "# every simulated range adds z σ in quadrature on each side (sdbench.population.widen), z being the",
+             "# Student-t 90th percentile for the kind's number of rows (sdbench.validation.range_quantile).",
              *(f"log_rel_sd_{k} = {v:.4f}" for k, v in me.log_rel_sd.items()),
              *(f"rows_{k} = {sum(1 for r in me.rows if r[0] == k)}" for k in me.log_rel_sd),
-             "# share of the rows inside ±1.28 σ when σ comes from the other rows of their kind only",
+             *(f"z_{k} = {v:.4f}" for k, v in me.z.items()),
+             "# share of the rows inside ±z σ when σ and z come from the other rows of their kind only",
              f"leave_one_out_coverage = {me.loo_coverage:.3f}",
              ""]
     for kind, s, row, m, p in me.rows:

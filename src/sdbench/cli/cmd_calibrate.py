@@ -135,8 +135,8 @@ def _model_error(group: list[str] | None, data: Path | None, list_: bool, output
     write_atomically(path, model_error_toml(me))
     for kind, sd in me.log_rel_sd.items():
         n = sum(1 for r in me.rows if r[0] == kind)
-        typer.echo(f"model error of {kind}s: σ {sd * 100:.1f} % (log) over {n} rows")
-    typer.echo(f"leave-one-out coverage of ±1.28 σ: {me.loo_coverage * 100:.0f} % of {len(me.rows)} rows")
+        typer.echo(f"model error of {kind}s: σ {sd * 100:.1f} % (log) over {n} rows; ranges span ±{me.z[kind]:.2f} σ")
+    typer.echo(f"leave-one-out coverage of ±t σ: {me.loo_coverage * 100:.0f} % of {len(me.rows)} rows")
     typer.echo(f"wrote {path}")
 
 

@@ -138,7 +138,9 @@ def range_summary(info: object) -> str:
     runs = info.get("runs") if isinstance(info.get("runs"), dict) else {}
     at = f", members at {runs['option']} = {runs['members']}" if "option" in runs and "members" in runs else ""
     sd = info.get("model_log_sd")
-    model = ("model error (σ " + ", ".join(f"{k} {v * 100:.0f} %" for k, v in sd.items()) + " in log)"
+    z = info.get("model_z") if isinstance(info.get("model_z"), dict) else {}
+    model = ("model error (σ " + ", ".join(f"{k} {v * 100:.0f} %" + (f" at ±{z[k]:.2f} σ" if k in z else "")
+                                          for k, v in sd.items()) + " in log)"
              if isinstance(sd, dict) and sd else "")
     if method == "population":
         return (f"{band} over {info.get('members', '?')} shipped fitted card profiles (the scenario's card "
