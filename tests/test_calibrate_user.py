@@ -4,6 +4,7 @@ from __future__ import annotations
 import statistics
 import tomllib
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -159,6 +160,12 @@ def test_an_existing_output_is_replaced_only_with_force(tmp_path, capsys):
     (P2, "row,value,unit\nRaw Read 1x512B,3,ms\nRaw Read 1x512B,4,ms\n", [], "appears twice"),
     (P2, "row,value,unit\nFile Open,0.2,ms\n", [], "tells a card field"),
     (P2, "hello\n", [], "cannot tell the format of m.csv"),
+    (P2, "row,value,unit\nRaw Read 1x512B,1e300,ms\n", [], "value '1e300' is outside 1e-06 to 1e+12"),
+    (P2, "row,value,unit\nRaw Read 1x512B,1e-308,MiB/s\n", [], "is outside 1e-06 to 1e+12"),
+    (P2, "row,value,unit,runs\nRaw Read 1x512B,3,ms,\u00b2\n", [], "is not a whole number from 1"),
+    (P2, "row,value,unit\n\"" + "x" * 140_000 + "\",3,ms\n", [], "m.csv: not CSV this reads"),
+    (P2, "row,value,unit\nMount,3,ms\n", ["-o", "card.toml", "--card", "a\nb"], "has no control characters"),
+    (P2, "row,value,unit\nMount,3,ms\n", ["-o", "card.toml", "--card", "a\x7fb"], "has no control characters"),
     ("no-such-scenario", "row,value,unit\nMount,3,ms\n", [], "unknown scenario"),
     (P2, "row,value,unit\nMount,3,ms\n", ["-o", "card.txt"], "a card profile is a .toml file"),
     (None, "row,value,unit\nMount,3,ms\n", [], "--from FILE needs --setup SCENARIO"),
@@ -173,7 +180,20 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, setup, 
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1, err
     assert message in err
+    assert "--format" not in err  # calibrate has no such option
     assert not (tmp_path / "card.toml").exists()
+
+
+def test_a_profile_escapes_control_characters_in_its_strings_and_comments():
+    import tomllib
+
+    from sdbench.calibrate import _comment_text, _toml_string
+
+    for s in ("plain", 'q"uote\\back', "new\nline", "del\x7fesc\x1b[31m", "tab\there"):
+        assert tomllib.loads(f"k = {_toml_string(s)}")["k"] == s
+        text = "# " + _comment_text(f"scenario {s} \u2028 sep")
+        assert text.count("\n") == 0 and tomllib.loads(text + "\nk = 1\n") == {"k": 1}
+    assert _comment_text("µs ×1.5 – fine") == "µs ×1.5 – fine"
 
 
 def test_flags_of_from_are_refused_without_it(capsys):
@@ -257,3 +277,16 @@ def test_fields_no_row_tells_are_left_to_the_population_and_ranges_span_them(tmp
     pl = plan(load(P2, [f'sd.card="{out}"']), simulated=True)
     assert pl.method == "fit" and set(pl.held) == held
     assert pl.held["write_busy_single_us"] == fitted_values()["write_busy_single_us"]
+
+
+def test_a_file_whose_matching_rows_cannot_be_fitted_says_why(tmp_path, capsys):
+    import re
+
+    # the labels match the scenario's, but every time is 0: the error names the reason, not the labels
+    text = (Path(__file__).parent / "data" / "espidf_esp32_sdmmc.log").read_text()
+    log = tmp_path / "zero.log"
+    log.write_text(re.sub(r"\)\s+[0-9.]+ ms", ")    0.000 ms", text))
+    assert _calibrate("--from", str(log), "--setup", ESPIDF, "-o", str(tmp_path / "c.toml")) == 2
+    err = capsys.readouterr().err
+    assert "no row of zero.log can be fitted" in err and "its time is 0 in the file" in err, err
+    assert not (tmp_path / "c.toml").exists()

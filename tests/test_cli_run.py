@@ -68,6 +68,9 @@ def test_table_has_a_column_for_every_time_component(capsys):
     (["run", "--set", "espidf.runs=0"], "below the minimum"),
     (["run", "--set", "espidf.target_size_bytes=1000"], "multiple of 512"),
     (["run", "--set", "espidf.parts=['sd_bogus']"], "unknown part"),
+    (["run", "--set", "espidf.parts=[]"], "espidf.parts: name at least one part"),
+    (["run", "--set", "espidf.sd_modes=[]"], "espidf.sd_modes: name at least one mode"),
+    (["run", "p2-spi25-350mhz-pny-16gb", "--set", "p2.metrics=[]"], "p2.metrics: name at least one metric"),
     (["run", "/nonexistent/scenario.toml"], "not found"),
     (["run", "--json", "/nonexistent-dir/out.json"], "does not exist"),
 ])

@@ -64,7 +64,7 @@ def test_import_prints_run_id_last_and_runs_lists_it(capsys, db):
 
 
 @pytest.mark.parametrize("name,content,fmt,msg", [
-    ("garbage.log", "lorem ipsum\n" * 50, None, "cannot tell the format"),
+    ("garbage.log", "lorem ipsum\n" * 50, None, "cannot tell the format.*; pass --format to say which"),
     ("empty.log", "", None, "is empty"),
     ("binary.bin", b"\x00\x01\x02\xff" * 100, None, "binary file"),
     ("truncated.log", None, None, "truncated"),

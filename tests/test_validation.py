@@ -193,13 +193,20 @@ def test_bad_input_is_one_line_exit_2(args, msg, capsys):
     ("scenario,row,op,size_bytes,runs,value,unit,split\ns,r,read,0,1,1,ms,maybe\n", "split"),
     ("scenario,row,op,size_bytes,runs,value,unit,split\ns,r,read,0,1,,ms,train\n", "needs a measured value"),
     ("scenario,row,op,size_bytes,runs,value,unit,split\ns,r,read,0,1,5,ms,withheld\n", "carry no measured value"),
+    ("scenario,row,op,size_bytes,runs,value,unit,split,note\ns,r,read,0,1,1,ms,train,\"" + "x" * 140_000 + "\"\n",
+     "line 2: not CSV this reads"),
+    ("scenario,row,op,size_bytes,runs,value,unit,split\nnosuch,r,read,0,1,1,ms,train\n",
+     "names no built-in scenario ('nosuch')"),
 ])
 def test_bad_data_file_is_one_line_exit_2(text, msg, tmp_path, capsys):
     bad = tmp_path / "m.csv"
     bad.write_text(text)
-    assert main(["validate", "--data", str(bad), "-q"]) == 2
+    out = tmp_path / "v.json"
+    out.write_text("keep\n")
+    assert main(["validate", "--data", str(bad), "-q", "--json", str(out)]) == 2
     err = capsys.readouterr().err
     assert msg in err and err.count("\n") == 1
+    assert out.read_text() == "keep\n"  # refused before anything is written
     assert main(["validate", "--data", str(tmp_path / "absent.csv"), "-q"]) == 2
     assert "not found" in capsys.readouterr().err
 
@@ -271,3 +278,13 @@ def test_cross_cli_json(tmp_path, capsys):
     assert all(r["split"] == "train" and r["measured"] is not None for r in doc["rows"])
     assert main(["validate", "--cross", "-q", "--card", "lexar-blue-128gb", "--card", "sandisk-switch-128gb"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_a_measurements_file_saved_with_a_byte_order_mark_reads(tmp_path):
+    from sdbench.calibrate import load_measurements
+
+    f = tmp_path / "m.csv"
+    f.write_text("\ufeffscenario,row,op,size_bytes,runs,value,unit,split\ns,r,read,0,1,2.5,ms,train\n",
+                 encoding="utf-8")
+    (m,) = load_measurements(f)
+    assert (m.scenario, m.row, m.value) == ("s", "r", 2.5)

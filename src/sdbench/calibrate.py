@@ -77,19 +77,25 @@ class Measurement:
 def load_measurements(path: str | Path | None = None) -> list[Measurement]:
     """Read a measurements CSV (default: the copy shipped with sdbench)."""
     text = read_text_file(path, "measurements file") if path else (DATA / "measurements.csv").read_text()
+    text = text.removeprefix("\ufeff")  # a spreadsheet's UTF-8 byte-order mark
+    where = path or "measurements.csv"
     out = []
     reader = csv.DictReader(text.splitlines())
     need = {"scenario", "row", "op", "size_bytes", "runs", "value", "unit", "split"}
-    if not reader.fieldnames or not need <= set(reader.fieldnames):
-        raise SdbenchError(f"{path or 'measurements.csv'}: not a measurements file (needs columns "
-                           f"{', '.join(sorted(need))})")
-    for i, r in enumerate(reader, start=2):
-        try:
-            out.append(Measurement(r["scenario"], r["row"], r["op"], int(r["size_bytes"] or 0), int(r["runs"] or 0),
-                                   float(r["value"]) if r["value"] else None, r["unit"], r["split"],
-                                   r.get("source", ""), r.get("note", ""), (r["value"] or "").strip()))
-        except ValueError as e:
-            raise SdbenchError(f"{path or 'measurements.csv'} line {i}: {e}") from None
+    i = 1
+    try:
+        if not reader.fieldnames or not need <= set(reader.fieldnames):
+            raise SdbenchError(f"{where}: not a measurements file (needs columns {', '.join(sorted(need))})")
+        for i, r in enumerate(reader, start=2):
+            try:
+                out.append(Measurement(r["scenario"], r["row"], r["op"], int(r["size_bytes"] or 0),
+                                       int(r["runs"] or 0), float(r["value"]) if r["value"] else None, r["unit"],
+                                       r["split"], r.get("source", ""), r.get("note", ""),
+                                       (r["value"] or "").strip()))
+            except (ValueError, TypeError, AttributeError) as e:  # a short line leaves cells None
+                raise SdbenchError(f"{where} line {i}: {e}") from None
+    except csv.Error as e:  # e.g. a cell beyond the csv module's field limit
+        raise SdbenchError(f"{where} line {i + 1}: not CSV this reads ({e})") from None
     return out
 
 
@@ -1188,12 +1194,35 @@ def _fmt(name: str, v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return _toml_string(v)
     if isinstance(v, dict):  # fit_rel_sd: field -> σ / value, three significant digits
         return "{ " + ", ".join(f"{k} = {_fmt_sd(x)}" for k, x in v.items()) + " }" if v else "{}"
     if name in _INT_FIELDS:
         return str(int(round(v)))
     return repr(round(float(v), 3))
+
+
+def _toml_string(v: str) -> str:
+    """``v`` as a TOML basic string: quotes and backslashes escaped, control characters (which TOML refuses
+    raw) as \\uXXXX."""
+    out = []
+    for c in v:
+        if c in '"\\':
+            out.append("\\" + c)
+        elif ord(c) < 0x20 or ord(c) == 0x7F:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
+
+
+def _comment_text(text: str) -> str:
+    """``text`` fit for a TOML comment line: characters that would end the line or that TOML refuses in a
+    comment (control characters, line and paragraph separators) escaped."""
+    if all(c == "\t" or c.isprintable() for c in text):
+        return text
+    return "".join(c if c == "\t" or c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
 
 
 def _fmt_sd(v: float) -> str:
@@ -1250,7 +1279,7 @@ def profile_text(kind: str, table: dict[str, Any], header: list[str], layout: Pr
     group = mine.group(1) if mine else None
     blocks = [(g, lines) for g, lines in layout.header if g is not None]
     plain = [lines for g, lines in layout.header if g is None]
-    new = [f"# {h}" for h in header]
+    new = [f"# {_comment_text(h)}" for h in header]
     if new:
         at = next((i for i, (g, _) in enumerate(blocks) if g == group), None)
         if at is None:

@@ -29,6 +29,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from . import profiles
 from .calibrate import (FITTED_BY, FitGroup, FitStep, Measurement, Param, Uncertainty, describe_sd, fit_group,
                         profile_text, sd_cells)
@@ -207,14 +209,29 @@ def _csv_header(text: str) -> list[str] | None:
     for line in text.splitlines():
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        cols = [c.strip().lower() for c in next(csv.reader([line]))]
+        try:
+            cols = [c.strip().lower() for c in next(csv.reader([line]))]
+        except csv.Error:  # e.g. a cell beyond the csv module's field limit: not this CSV
+            return None
         return cols if tuple(cols[:3]) == CSV_COLUMNS else None
     return None
 
 
 def read_csv(text: str, name: str) -> list[UserRow]:
     """The measurements CSV: a header ``row,value,unit[,runs]``, then one row per line; lines starting with #
-    are comments. Every value is a figure above 0 in one of CSV_UNITS."""
+    are comments. Every value is a figure in VALUE_RANGE in one of CSV_UNITS."""
+    try:
+        return _read_csv(text, name)
+    except csv.Error as e:  # e.g. a cell beyond the csv module's field limit
+        raise SdbenchError(f"{name}: not CSV this reads ({e})") from None
+
+
+#: the figures a measurements CSV may hold (in any of CSV_UNITS): beyond them a value is a typo or a unit
+#: mix-up, and the fit would run into overflow instead of saying so
+VALUE_RANGE = (1e-6, 1e12)
+
+
+def _read_csv(text: str, name: str) -> list[UserRow]:
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     reader = csv.reader(lines)
     header = [c.strip().lower() for c in next(reader)]
@@ -235,12 +252,15 @@ def read_csv(text: str, name: str) -> list[UserRow]:
             raise SdbenchError(f"{where}: value {printable(rec['value'])[:40]!r} is not a number") from None
         if not (math.isfinite(value) and value > 0):
             raise SdbenchError(f"{where}: value {rec['value'][:40]!r} is not a figure above 0")
+        if not VALUE_RANGE[0] <= value <= VALUE_RANGE[1]:
+            raise SdbenchError(f"{where}: value {rec['value'][:40]!r} is outside {VALUE_RANGE[0]:g} to "
+                               f"{VALUE_RANGE[1]:g} (a typo, or the wrong unit?)")
         unit = rec["unit"]
         if unit not in CSV_UNITS:
             raise SdbenchError(f"{where}: unit {printable(unit)[:20]!r} is not one of {', '.join(CSV_UNITS)}")
         runs = 0
         if rec.get("runs"):
-            if not rec["runs"].isdigit() or not 1 <= int(rec["runs"]) <= 100_000:
+            if not re.fullmatch(r"[0-9]+", rec["runs"]) or not 1 <= int(rec["runs"]) <= 100_000:
                 raise SdbenchError(f"{where}: runs {printable(rec['runs'])[:20]!r} is not a whole number from 1 "
                                    "to 100000")
             runs = int(rec["runs"])
@@ -425,6 +445,12 @@ def calibrate_card(path: Path, setup: str, *, card: str, capacity_bytes: int | N
         else:
             matched.append((u, model))
     if not matched:
+        if not user_rows:
+            raise SdbenchError(f"{source} holds no rows")
+        # a row whose label matches but whose figure cannot be fitted says why; otherwise the labels differ
+        why = next(((lb, reason) for lb, reason in unmatched if not reason.startswith("not a row of")), None)
+        if why is not None:
+            raise SdbenchError(f"no row of {source} can be fitted: {printable(why[0])[:40]!r}: {why[1]}")
         shown = ", ".join(repr(printable(u.label)[:40]) for u in user_rows[:3])
         raise SdbenchError(f"no row of {source} matches a row of {sc.name} (the file has {len(user_rows)} rows, "
                            f"e.g. {shown}; `sdbench run {printable(setup)[:80]}` shows the scenario's)")
@@ -485,7 +511,10 @@ def calibrate_card(path: Path, setup: str, *, card: str, capacity_bytes: int | N
                      search=search)
     meas = [Measurement(setup, u.label, model.op, model.bytes, u.runs, u.value, u.unit, "train", source, "",
                         u.text) for u, model in matched]
-    res = fit_group(group, meas, progress)
+    try:
+        res = fit_group(group, meas, progress)
+    except (np.linalg.LinAlgError, FloatingPointError, OverflowError) as e:
+        raise SdbenchError(f"the fit failed on the figures of {source} ({e}): check their units") from None
     field_of = {lb: f for f, m in assigned.items() for lb in by_mech[m]}
     compared = [Compared(u.label, u.unit, m, p, kinds[u.label], field_of.get(u.label))
                 for (u, _), (_, _, m, p) in zip(matched, res.residuals)]

@@ -135,6 +135,9 @@ def validate_rows(meas: list[Measurement], names: list[str] | None = None,
     Returns the rows (see :func:`compare_row`) and the scenarios of the data that are not built in."""
     in_data = sorted({m.scenario for m in meas})
     known = set(scen.builtin_names())
+    if not known & set(in_data):
+        shown = ", ".join(repr(n)[:60] for n in in_data[:3]) + (", ..." if len(in_data) > 3 else "")
+        raise SdbenchError(f"the measurements file names no built-in scenario ({shown}): nothing to compare")
     for name in names or ():
         if name not in in_data:
             if name in known:

@@ -7,6 +7,7 @@ from typing import Optional
 import typer
 
 from ..errors import SdbenchError
+from ..importers.validate import printable
 
 # calibrate (scipy.optimize) is imported by the command that uses it: every other command starts faster
 
@@ -158,6 +159,9 @@ def _from_file(group: list[str] | None, data: Path | None, list_: bool, from_: P
     name = card if card is not None else output.stem
     if not name.strip():
         raise SdbenchError("--card: the card's name must not be empty")
+    if not name.isprintable():
+        raise SdbenchError(f"--card {printable(name)[:60]!r}: a card's name has no control characters or line "
+                           "breaks")
     fit = calibrate_card(from_, setup, card=name, capacity_bytes=capacity_bytes, runs=runs, progress=progress)
     path = write(fit, output, force)
     for line in markdown(fit):

@@ -261,9 +261,13 @@ def register(app: typer.Typer) -> None:
         results JSON keep their status: an incomplete or failed run stays so.
         """
         from ..importers import parse_file
+        from ..importers.detect import UnknownFormat
         from ..store import open_store
 
-        used, records = parse_file(file, fmt.value if fmt else None, scenario=scenario)
+        try:
+            used, records = parse_file(file, fmt.value if fmt else None, scenario=scenario)
+        except UnknownFormat as e:
+            raise SdbenchError(f"{e}; pass --format to say which") from None
         with open_store(db) as store:
             ids = store.save_many(records)
         for rid, rec in zip(ids, records):

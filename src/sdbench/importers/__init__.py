@@ -159,7 +159,7 @@ def parse_text(text: str, fmt: str | None = None, *, name: str = "input",
     except SdbenchError as e:
         msg = str(e)
         if not msg.isprintable():  # a key or label quoted from the input held a line break
-            raise SdbenchError(printable(msg)) from None
+            raise type(e)(printable(msg)) from None
         raise
 
 

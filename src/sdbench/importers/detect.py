@@ -22,6 +22,10 @@ def _json(text: str, name: str) -> Any:
         return None
 
 
+class UnknownFormat(SdbenchError):
+    """The input is none of the formats detect() knows (a command with a format option says to pass it)."""
+
+
 def detect(text: str, name: str = "input") -> str:
     """``json`` (sdbench results), ``fio``, ``sdfat`` or ``espidf``."""
     if not text.strip():
@@ -36,7 +40,6 @@ def detect(text: str, name: str = "input") -> str:
     if espidf.looks_like(text):
         return "espidf"
     if text.lstrip().startswith("{"):
-        raise SdbenchError(f"{name}: JSON, but neither sdbench results nor fio output "
-                           "(or it is truncated); pass --format to say which")
-    raise SdbenchError(f"cannot tell the format of {name}: not an ESP-IDF perf_benchmark log, fio JSON, "
-                       "SdFat bench output or sdbench results JSON; pass --format")
+        raise UnknownFormat(f"{name}: JSON, but neither sdbench results nor fio output (or it is truncated)")
+    raise UnknownFormat(f"cannot tell the format of {name}: not an ESP-IDF perf_benchmark log, fio JSON, "
+                        "SdFat bench output or sdbench results JSON")

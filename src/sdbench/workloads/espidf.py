@@ -61,6 +61,10 @@ class EspIdfConfig:
                         help="simulated address of the test buffer (alignment matters to DMA drivers)")
 
     def __post_init__(self) -> None:
+        if not self.parts:
+            raise ConfigError(f"espidf.parts: name at least one part ({', '.join(PARTS)})")
+        if not self.sd_modes:
+            raise ConfigError("espidf.sd_modes: name at least one mode (new_file, normal)")
         bad = [p for p in self.parts if p not in PARTS]
         if bad:
             raise ConfigError(f"espidf.parts: unknown part {bad[0]!r} (known: {', '.join(PARTS)})")

@@ -66,6 +66,8 @@ class P2Config:
                                            "CMD18/CMD25 even for one sector)")
 
     def __post_init__(self) -> None:
+        if not self.metrics:
+            raise ConfigError(f"p2.metrics: name at least one metric ({', '.join(METRICS)})")
         bad = [m for m in self.metrics if m not in METRICS]
         if bad:
             raise ConfigError(f"p2.metrics: unknown metric {bad[0]!r} (known: {', '.join(METRICS)})")
