@@ -411,6 +411,29 @@ def test_param_sd_exact_overdetermined_and_undetermined():
     assert sd == [None, None] and status == [SD_NOT_DETERMINED] * 2
 
 
+def test_a_field_told_only_with_another_is_held_apart_for_the_others_sigma():
+    import numpy as np
+
+    from sdbench.calibrate import MAX_REL_SD, SD_MEASUREMENT, _held_apart_sd, param_sd
+
+    # two rows that see a merge's fixed part b and its copy cost c almost only as b + 1000 c (the fixed part
+    # barely moves them apart): marginally both swing, with b held the rows tell c to the stated 1 %
+    jac = np.array([[1.0, 1000.0], [1.0 + 1e-7, 1000.0]])
+    values = np.array([0.5, 200.0])
+    marginal, _ = param_sd(jac, np.zeros(2), np.full(2, 0.01))
+    assert marginal[0] / values[0] >= MAX_REL_SD and marginal[1] / values[1] > 0.5
+    out = _held_apart_sd(jac, np.zeros(2), np.full(2, 0.01), values, [3, 7])
+    assert set(out) == {3, 7}
+    assert out[3][0] == pytest.approx(marginal[0])           # the report keeps its marginal σ
+    c_sd, c_status = out[7]
+    assert c_status == SD_MEASUREMENT
+    assert c_sd == pytest.approx(0.01 / (1000 * np.sqrt(2)), rel=1e-6)   # two rows, each ±1 %, slope 1000
+    # nothing weak: the same as param_sd
+    jac2 = np.array([[2.0, 0.0], [0.0, 0.5]])
+    assert _held_apart_sd(jac2, np.zeros(2), np.full(2, 0.01), np.array([1.0, 1.0]), [0, 1]) == {
+        0: (pytest.approx(0.005), SD_MEASUREMENT), 1: (pytest.approx(0.02), SD_MEASUREMENT)}
+
+
 def test_profiles_keep_their_comments_and_the_other_groups_fit_rel_sd(tmp_path):
     from sdbench.calibrate import write_profile
     from sdbench.stack.sd import load_card
