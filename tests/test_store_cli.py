@@ -223,3 +223,22 @@ def test_exporting_an_incomplete_run_warns(capsys, db):
     assert "run 1 is incomplete (interrupted): exported the 1 rows" in err
     code, out, _ = run(capsys, "runs", "--status", "incomplete", "-f", "md")
     assert "| 1 |" in out and "incomplete" in out
+
+
+
+def test_an_import_error_quoting_a_line_break_is_escaped_whatever_its_type(monkeypatch):
+    from sdbench import importers
+    from sdbench.errors import SdbenchError
+    from sdbench.importers.detect import UnknownFormat
+    from sdbench.records import RecordError
+
+    def bad(text, name, scenario):
+        raise RecordError("runs[0].metadata.a\nb", "bad")   # a two-argument error type
+
+    monkeypatch.setitem(importers.PARSERS, "json", bad)
+    with pytest.raises(SdbenchError) as e:
+        importers.parse_text("{}", "json", name="x.json")
+    assert "\n" not in str(e.value) and "a\\nb" in str(e.value)
+    with pytest.raises(UnknownFormat) as u:                  # the type callers tell apart is kept
+        importers.parse_text("lorem\nipsum\n", name="x\ny.log")
+    assert "\n" not in str(u.value)

@@ -26,7 +26,7 @@ from ..errors import SdbenchError
 from ..records import Results, RunRecord
 from . import espidf, fio, sdfat
 from .detect import MAX_DEPTH as JSON_MAX_DEPTH
-from .detect import detect
+from .detect import UnknownFormat, detect
 from .validate import check_runs, loads, printable
 
 MAX_BYTES = 64 << 20  # larger inputs are not logs of these tools
@@ -159,7 +159,8 @@ def parse_text(text: str, fmt: str | None = None, *, name: str = "input",
     except SdbenchError as e:
         msg = str(e)
         if not msg.isprintable():  # a key or label quoted from the input held a line break
-            raise type(e)(printable(msg)) from None
+            # the one subclass callers tell apart keeps its type; others (RecordError: two arguments) do not
+            raise (UnknownFormat if isinstance(e, UnknownFormat) else SdbenchError)(printable(msg)) from None
         raise
 
 
