@@ -242,3 +242,12 @@ def test_a_refusal_side_by_side_is_one_line_exit_2(capsys, tmp_path):
     assert out.startswith("### p2-spi25-350mhz-pny-16gb") and "tiny-card" not in out
     assert err.strip().splitlines() == ["error: espidf.target_size_bytes = 16777216 B does not fit part sd_raw's "
                                         "device of 8388608 B (it moves the target size from offset 0)"]
+
+
+@pytest.mark.parametrize("key,what", [("sd.card", "card"), ("sd.host", "host")])
+def test_an_empty_profile_file_is_refused_not_taken_as_the_defaults(capsys, tmp_path, key, what):
+    empty = tmp_path / "empty.toml"
+    empty.write_text("# a file that sets nothing\n")
+    code, out, err = run(capsys, "run", "--set", f'{key}="{empty}"', "--no-save")
+    assert code == 2 and out == ""
+    assert f"{what} profile file {empty}: holds no field" in err and len(err.strip().splitlines()) == 1

@@ -46,7 +46,11 @@ def load_table(folder: str, name: str, base_dir: Path | None = None, *, what: st
         p = Path(name)
         if not p.is_absolute() and base_dir is not None:
             p = base_dir / p
-        return read_toml_file(p, f"{what} file")
+        table = read_toml_file(p, f"{what} file")
+        if not table:  # an empty file would silently be the defaults: most likely the wrong file
+            raise ConfigError(f"{what} file {p}: holds no field (it would be all defaults); write "
+                              "at least its name")
+        return table
     res = DATA / folder / f"{name}.toml"
     if not is_shipped_name(name) or not res.is_file():
         raise ConfigError(f"unknown {what} {name!r:.60} (shipped: {', '.join(shipped(folder))})")
