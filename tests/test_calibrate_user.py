@@ -187,10 +187,11 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, setup, 
 def test_a_profile_escapes_control_characters_in_its_strings_and_comments():
     import tomllib
 
-    from sdbench.calibrate import _comment_text, _toml_string
+    from sdbench.calibrate import _comment_text
+    from sdbench.options import toml_string
 
     for s in ("plain", 'q"uote\\back', "new\nline", "del\x7fesc\x1b[31m", "tab\there"):
-        assert tomllib.loads(f"k = {_toml_string(s)}")["k"] == s
+        assert tomllib.loads(f"k = {toml_string(s)}")["k"] == s
         text = "# " + _comment_text(f"scenario {s} \u2028 sep")
         assert text.count("\n") == 0 and tomllib.loads(text + "\nk = 1\n") == {"k": 1}
     assert _comment_text("µs ×1.5 – fine") == "µs ×1.5 – fine"

@@ -125,3 +125,12 @@ def test_label_templates_fill_grid_values():
     assert sw.fill_label("{fs_tests.filesystems} mixed read", {"fs_tests.filesystems": "fat"}) == "fat mixed read"
     with pytest.raises(Exception, match="not a grid key"):
         sw.fill_label("{nope} read", {"a": 1})
+
+
+def test_sweep_values_become_overrides_that_parse_back_to_the_same_value():
+    import tomllib
+
+    from sdbench.sweep import toml_value
+
+    for v in ("plain", "µs ×2", "del\x7f", "new\nline", 'q"b\\', ["a\x01", 3, 2.5, True], {"k\x7f": "v"}):
+        assert tomllib.loads(f"x = {toml_value(v)}")["x"] == v

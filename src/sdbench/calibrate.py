@@ -49,7 +49,7 @@ from .media.sim.card import CardProfile
 from .media.sim.esp_flash import EspFlashHostProfile
 from .media.sim.host import HostProfile
 from .media.sim.nor import FlashChipProfile
-from .options import from_mapping, opt, parse_toml, read_text_file
+from .options import from_mapping, opt, parse_toml, read_text_file, toml_string
 from .output_files import write_atomically
 from .protocols import run_scenario
 from .records import Row
@@ -1219,26 +1219,12 @@ def _fmt(name: str, v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, str):
-        return _toml_string(v)
+        return toml_string(v)
     if isinstance(v, dict):  # fit_rel_sd: field -> σ / value, three significant digits
         return "{ " + ", ".join(f"{k} = {_fmt_sd(x)}" for k, x in v.items()) + " }" if v else "{}"
     if name in _INT_FIELDS:
         return str(int(round(v)))
     return repr(round(float(v), 3))
-
-
-def _toml_string(v: str) -> str:
-    """``v`` as a TOML basic string: quotes and backslashes escaped, control characters (which TOML refuses
-    raw) as \\uXXXX."""
-    out = []
-    for c in v:
-        if c in '"\\':
-            out.append("\\" + c)
-        elif ord(c) < 0x20 or ord(c) == 0x7F:
-            out.append(f"\\u{ord(c):04x}")
-        else:
-            out.append(c)
-    return '"' + "".join(out) + '"'
 
 
 def _comment_text(text: str) -> str:

@@ -268,6 +268,20 @@ def replace(obj: T, **changes: Any) -> T:
 MAX_TOML_BYTES = 1 << 20
 
 
+def toml_string(v: str) -> str:
+    """``v`` as a TOML basic string: quotes and backslashes escaped, control characters (which TOML refuses
+    raw, DEL included) as \\uXXXX; other characters as they are."""
+    out = []
+    for c in v:
+        if c in '"\\':
+            out.append("\\" + c)
+        elif ord(c) < 0x20 or ord(c) == 0x7F:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
+
+
 def parse_toml(text: str, where: str) -> dict[str, Any]:
     """TOML text as a table; any syntax problem is one ConfigError line naming ``where``."""
     try:

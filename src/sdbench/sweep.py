@@ -43,7 +43,7 @@ from typing import Any
 
 from .errors import ConfigError, SdbenchError
 from .parallel import run_dask, run_pool
-from .options import is_shipped_name, parse_toml, read_text_file, stat_or_none
+from .options import is_shipped_name, parse_toml, read_text_file, stat_or_none, toml_string
 from .records import Results, RunRecord
 
 DATA = resources.files("sdbench") / "data"
@@ -79,11 +79,11 @@ def toml_value(v: Any) -> str:
     if isinstance(v, (int, float)):
         return repr(v)
     if isinstance(v, str):
-        return json.dumps(v)
+        return toml_string(v)
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(toml_value(x) for x in v) + "]"
     if isinstance(v, dict):
-        return "{" + ", ".join(f"{json.dumps(str(k))} = {toml_value(x)}" for k, x in v.items()) + "}"
+        return "{" + ", ".join(f"{toml_string(str(k))} = {toml_value(x)}" for k, x in v.items()) + "}"
     raise ConfigError(f"cannot use {v!r} as a parameter value")
 
 

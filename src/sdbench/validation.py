@@ -26,6 +26,7 @@ from typing import Any
 from . import scenarios as scen
 from .calibrate import FitGroup, Measurement, groups, row_level, row_value
 from .errors import ConfigError, SdbenchError
+from .options import toml_string
 from .protocols import run_scenario
 from .records import Row
 from .stack.sd import load_card
@@ -403,7 +404,6 @@ def model_error(rows: list[dict[str, Any]]) -> ModelError:
 
 def model_error_toml(me: ModelError) -> str:
     """The text of ``data/model-error.toml``."""
-    import json
     import math
 
     lines = ["# fitted by `sdbench calibrate --model-error`: the error of predictions on the train rows no fit group",
@@ -417,6 +417,6 @@ def model_error_toml(me: ModelError) -> str:
              f"leave_one_out_coverage = {me.loo_coverage:.3f}",
              ""]
     for kind, s, row, m, p in me.rows:
-        lines += ["[[row]]", f"kind = {json.dumps(kind)}", f"scenario = {json.dumps(s)}", f"row = {json.dumps(row)}",
+        lines += ["[[row]]", f"kind = {toml_string(kind)}", f"scenario = {toml_string(s)}", f"row = {toml_string(row)}",
                   f"measured = {m:.6g}", f"predicted = {p:.6g}", f"log_error = {math.log(p / m):+.4f}", ""]
     return "\n".join(lines)
