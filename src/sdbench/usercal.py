@@ -485,12 +485,8 @@ def calibrate_card(path: Path, setup: str, *, card: str, capacity_bytes: int | N
             base[f.name] = cap
         elif f.name in pop:
             base[f.name] = pop[f.name]
-            if f.name in assigned:
-                pass
-            elif f.name in spread:
-                held[f.name] = pop[f.name]
-            else:
-                population_fields[f.name] = pop[f.name]
+            if f.name not in assigned:  # fitted from the rows; otherwise held (spread known) or written
+                (held if f.name in spread else population_fields)[f.name] = pop[f.name]
         else:
             base[f.name] = getattr(scen_card, f.name)
             from_scenario.append(f.name)
@@ -518,7 +514,7 @@ def calibrate_card(path: Path, setup: str, *, card: str, capacity_bytes: int | N
     field_of = {lb: f for f, m in assigned.items() for lb in by_mech[m]}
     compared = [Compared(u.label, u.unit, m, p, kinds[u.label], field_of.get(u.label))
                 for (u, _), (_, _, m, p) in zip(matched, res.residuals)]
-    fitted_values = res.card_params.get(setup, {})
+    solved = res.card_params.get(setup, {})
     table: dict[str, Any] = {"name": card, "description": "", "speed_class": "", "uhs_bus": ""}
     if held:
         table["timing_from"] = "population"
@@ -526,7 +522,7 @@ def calibrate_card(path: Path, setup: str, *, card: str, capacity_bytes: int | N
         if f.name in held:
             continue  # loaded from the population (timing_from), as the fit had it
         if f.name in base:
-            table[f.name] = fitted_values.get(f.name, base[f.name])
+            table[f.name] = solved.get(f.name, base[f.name])
         elif f.name in pinned_params:
             table[f.name] = getattr(scen_card, f.name)
     table["description"] = (f"a user's card, calibrated by sdbench calibrate --from {source} on {sc.name}: "
@@ -603,8 +599,9 @@ def markdown(fit: UserFit) -> list[str]:
         sd, source = sd_cells(u)
         out.append(f"| {u.name} | {u.value:.6g} {_unit_of(u.name)} | {sd} | {source} |")
     out += [f"| {n} | {_value(v)} {_unit_of(n)} | population | spans {_span(n)} |" for n, v in sorted(fit.held.items())]
-    out += [f"| {n} | {_value(v)} {_unit_of(n)} | population | {_one_card(n)} |".replace("|  |", "| |")
-            for n, v in sorted(fit.population.items())]
+    for n, v in sorted(fit.population.items()):
+        one = _one_card(n)
+        out.append(f"| {n} | {_value(v)} {_unit_of(n)} | population |{' ' + one if one else ''} |")
     return out
 
 
