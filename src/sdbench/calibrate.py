@@ -51,7 +51,9 @@ from .media.sim.host import HostProfile
 from .media.sim.nor import FlashChipProfile
 from .options import from_mapping, opt, parse_toml, read_text_file, toml_string
 from .output_files import write_atomically
-from .protocols import run_scenario
+from .ledger import Recording
+from .protocols import protocol, run_scenario
+from .repricing import ReplayMismatch, replayed_rows
 from .records import Row
 from .scenarios import load as load_scenario
 
@@ -560,6 +562,9 @@ class _Evaluator:
                     raise ConfigError(f"fit group {group.name}: {p.target} names different profiles {sorted(found)}")
                 self.profile_names[(kind, names)] = found.pop()
         self.evals = 0
+        #: (scenario, overrides that are not profile fields) -> its recorded run (recording, rows), or None
+        #: where it cannot be re-priced: evaluations at other profile values re-price it (sdbench.repricing)
+        self._recorded: dict[tuple[str, tuple[str, ...]], tuple[Recording, tuple[Row, ...]] | None] = {}
 
     def overrides(self, x: np.ndarray, fixed: dict[str, dict[str, float]],
                   restrict: tuple[str, ...] | None = None, extra: tuple[str, ...] = ()) -> dict[str, list[str]]:
@@ -582,9 +587,27 @@ class _Evaluator:
         return per
 
     def predict(self, scenario: str, overrides: list[str]) -> dict[str, Row]:
+        """The rows of ``scenario`` with ``overrides``: re-priced from its recorded run where the overrides
+        differ from it in profile fields only (the same rows a run gives: sdbench.repricing), else run."""
         self.evals += 1
-        rec = run_scenario(load_scenario(scenario, overrides))
-        return {r.label: r for r in rec.rows}
+        sc = load_scenario(scenario, overrides)
+        key = (scenario, tuple(o for o in overrides if not o.startswith(_PROFILE_OVERRIDES)
+                               or o.partition("=")[0].endswith(".cpu_hz")))
+        if key in self._recorded:
+            recorded = self._recorded[key]
+            if recorded is not None:
+                try:
+                    rows = replayed_rows(sc, *recorded)
+                    return {r.label: r for r in rows}
+                except ReplayMismatch:
+                    self._recorded[key] = None
+            return {r.label: r for r in run_scenario(sc).rows}
+        spec = protocol(sc.protocol)
+        paced = spec.paced is not None and spec.paced(sc)
+        rec = None if paced or sc.clock_kind() != "virtual" else Recording()
+        out = run_scenario(sc, recording=rec)
+        self._recorded[key] = (rec, out.rows) if rec is not None and rec.repriceable else None
+        return {r.label: r for r in out.rows}
 
     def errors(self, scenario: str, rows: dict[str, Row], *, skip: tuple[str, ...] = (),
                only: tuple[str, ...] = ()) -> np.ndarray:
@@ -631,6 +654,11 @@ class _Evaluator:
         counts as one figure of :data:`MEASUREMENT_REL_SD`."""
         sd = [measurement_rel_sd(m) for s in self.g.scenarios for m in self.targets.get(s, [])]
         return np.array(sd + [MEASUREMENT_REL_SD for p in self.g.params if p.prior_weight])
+
+
+#: scenario overrides that set a profile field (what a fit varies): a run that differs from a recorded one in
+#: these only is re-priced from it
+_PROFILE_OVERRIDES = tuple(f"{prefix}." for prefix, *_ in TARGETS.values())
 
 
 def _num(name: str, v: Any) -> str:

@@ -490,7 +490,8 @@ class _Writer:
         if now >= t_abs_ns:
             return
         if self.virtual:
-            self.clock.advance_ns(t_abs_ns - now, "other")  # the writer task blocked on its queue
+            # the writer task blocked on its queue
+            self.clock.advance_ns(t_abs_ns - now, "other", "logger.waiting_for_records")
         else:
             time.sleep((t_abs_ns - now) / 1e9)
 

@@ -202,6 +202,10 @@ class CardModel:
         # valid pages of each AU outside its update block (absent: every page, if preconditioned, else none)
         self._valid: dict[int, set[int]] = {}
         self._first_write_done = False
+        #: where the last busy this model returned (write_done_busy_ns, erase_busy_ns) comes from: (ledger key,
+        #: ns) pairs that sum to it (sdbench.clock.VirtualClock.ledger_ns)
+        self.busy_parts: tuple[tuple[str, float], ...] = ()
+        self._merge_parts: list[tuple[str, float]] = []
         self.merges = 0
         self.pauses = 0
         self.pause_ns_total = 0
@@ -219,13 +223,18 @@ class CardModel:
 
     def read_boundary_ns(self, lba: int, count: int, sector_bytes: int) -> float:
         """Extra time of one read for the page and AU boundaries strictly inside it."""
+        return sum(ns for _, ns in self.read_boundary_parts(lba, count, sector_bytes))
+
+    def read_boundary_parts(self, lba: int, count: int, sector_bytes: int) -> tuple[tuple[str, float], ...]:
+        """:meth:`read_boundary_ns` by ledger key: the page crossings, the AU crossings."""
         p = self.p
         if not (p.read_page_cross_us or p.read_au_cross_us):
-            return 0.0
+            return ()
         first, last = lba * sector_bytes, (lba + count) * sector_bytes - 1
         pages = last // p.page_bytes - first // p.page_bytes
         aus = last // p.au_bytes - first // p.au_bytes
-        return (pages * p.read_page_cross_us + aus * p.read_au_cross_us) * 1e3
+        return (("sd.card.read_page_cross_us", pages * p.read_page_cross_us * 1e3),
+                ("sd.card.read_au_cross_us", aus * p.read_au_cross_us * 1e3))
 
     # ---- writes ---------------------------------------------------------------------
     def write_block_busy_ns(self, multi: bool) -> float:
@@ -234,15 +243,21 @@ class CardModel:
     def write_done_busy_ns(self, lba: int, count: int, sector_bytes: int, multi: bool) -> float:
         """Busy after a write command's data (CMD24 block, or end of CMD25)."""
         base = self.p.write_busy_end_us if multi else self.p.write_busy_single_us
+        merges = self._merge_parts
+        merges.clear()
         busy = base * 1e3 + self._ftl_write(lba * sector_bytes, count * sector_bytes)
+        parts = [("sd.card.write_busy_end_us" if multi else "sd.card.write_busy_single_us", base * 1e3), *merges]
         if not self._first_write_done:
             self._first_write_done = True
             busy += self.p.first_write_ms * 1e6
+            parts.append(("sd.card.first_write_ms", self.p.first_write_ms * 1e6))
         if self.p.pause_probability > 0 and self._rng.random() < self.p.pause_probability:
             pause = self.p.pause_median_ms * 1e6 * math.exp(self.p.pause_sigma * self._rng.gauss(0.0, 1.0))
             self.pauses += 1
             self.pause_ns_total += int(pause)
             busy += pause
+            parts.append(("sd.card.pause_median_ms", pause))
+        self.busy_parts = tuple(parts)
         return busy
 
     def _ftl_write(self, offset: int, nbytes: int) -> float:
@@ -304,7 +319,11 @@ class CardModel:
         copy_pages = len(valid - written)
         valid |= written
         if st.sequential and len(written) == pages_per_au:
+            self._merge_parts.append(("sd.card.switch_merge_ms", p.switch_merge_ms * 1e6))
             return p.switch_merge_ms * 1e6  # switch merge: the update block becomes the data block
+        copy_ns = copy_pages * p.page_bytes / 1024 * p.merge_copy_us_per_kib * 1e3
+        self._merge_parts += (("sd.card.merge_base_ms", p.merge_base_ms * 1e6),
+                              ("sd.card.merge_copy_us_per_kib", copy_ns))
         return (p.merge_base_ms * 1e3 + copy_pages * p.page_bytes / 1024 * p.merge_copy_us_per_kib) * 1e3
 
     # ---- erase and init ---------------------------------------------------------------
@@ -332,8 +351,12 @@ class CardModel:
         """Busy after CMD38 of ``kind`` (ERASE_KINDS) over ``count`` sectors."""
         p = self.p
         if kind == "erase":
+            self.busy_parts = (("sd.card.erase_busy_us", p.erase_busy_us * 1e3),
+                               ("sd.card.erase_busy_per_sector_us", p.erase_busy_per_sector_us * count * 1e3))
             return (p.erase_busy_us + p.erase_busy_per_sector_us * count) * 1e3
-        return (p.discard_busy_us if kind == "discard" else p.fule_busy_us) * 1e3
+        field = "discard_busy_us" if kind == "discard" else "fule_busy_us"
+        self.busy_parts = (("sd.card." + field, getattr(p, field) * 1e3),)
+        return getattr(p, field) * 1e3
 
     def init_ns(self) -> float:
         return self.p.init_ms * 1e6
