@@ -30,7 +30,7 @@ import random
 from dataclasses import dataclass
 
 from ...options import opt
-from ...profiles import FIT_REL_SD_HELP, check_fit_rel_sd
+from ...profiles import FIT_REL_SD_HELP, UNFITTED_HELP, check_fit_rel_sd
 
 #: bound of time-like card figures: far beyond any SD timeout (write busy 250 ms SDHC / 500 ms SDXC), and far
 #: inside what the virtual clock's arithmetic holds
@@ -51,7 +51,8 @@ ERASE_ARGS = {"erase": 0, "discard": 1, "fule": 2}
 #: card fields that say what the card is, how big and what its bus allows, not how long it takes: a population
 #: value (the median of the shipped fitted cards) or a population member never carries them
 NOT_TIMING = frozenset({"name", "description", "timing_from", "speed_class", "uhs_bus", "capacity_bytes",
-                        "erased_byte", "rca", "default_speed_max_clock_hz", "high_speed_max_clock_hz", "fit_rel_sd"})
+                        "erased_byte", "rca", "default_speed_max_clock_hz", "high_speed_max_clock_hz", "fit_rel_sd",
+                        "unfitted"})
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,7 @@ class CardProfile:
                                             "TRAN_SPEED 0x5A); 0 = the card has no High Speed mode")
 
     fit_rel_sd: dict[str, float] = opt(factory=dict, help=FIT_REL_SD_HELP)
+    unfitted: dict[str, float] = opt(factory=dict, help=UNFITTED_HELP)
 
     def __post_init__(self) -> None:
         check_fit_rel_sd(self)

@@ -53,7 +53,7 @@ import numpy as np
 from ...clock import ClockDelta, VirtualClock
 from ...errors import ConfigError
 from ... import profiles
-from ...profiles import FIT_REL_SD_HELP, check_fit_rel_sd
+from ...profiles import FIT_REL_SD_HELP, UNFITTED_HELP, check_fit_rel_sd
 from ...options import from_mapping, opt, to_mapping
 from ..base import BlockDevice, Geometry
 from ..wl import WearLevelling, WlConfig
@@ -115,6 +115,7 @@ class EspFlashHostProfile:
                                   help="highest SPI1 flash clock the host can set (ESP32: 80 MHz); a faster "
                                        "flash_clock_hz is refused; 0 = no limit")
     fit_rel_sd: dict[str, float] = opt(factory=dict, help=FIT_REL_SD_HELP)
+    unfitted: dict[str, float] = opt(factory=dict, help=UNFITTED_HELP)
 
     def __post_init__(self) -> None:
         check_fit_rel_sd(self)

@@ -41,7 +41,7 @@ import numpy as np
 from ...clock import VirtualClock
 from ...errors import ConfigError, InternalError
 from ... import profiles
-from ...profiles import FIT_REL_SD_HELP, check_fit_rel_sd
+from ...profiles import FIT_REL_SD_HELP, UNFITTED_HELP, check_fit_rel_sd
 from ...options import opt, to_mapping
 from ..base import BlockDevice, BlockDeviceError, DeviceStats, Geometry
 
@@ -129,6 +129,7 @@ class FlashChipProfile:
     endurance_cycles: int = opt(100_000, unit="erase cycles", min=1,
                                 help="rated erase cycles per sector, for the wear summary")
     fit_rel_sd: dict[str, float] = opt(factory=dict, help=FIT_REL_SD_HELP)
+    unfitted: dict[str, float] = opt(factory=dict, help=UNFITTED_HELP)
 
     def __post_init__(self) -> None:
         try:
