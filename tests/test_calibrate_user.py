@@ -61,7 +61,9 @@ def test_round_trip_recovers_a_modified_card(tmp_path, capsys):
     assert card.fit_rel_sd["read_access_us"] < 0.05
     assert "erase_busy_us" not in card.fit_rel_sd
     # fields no row tells keep the population's value, and the header says so
-    assert card.erase_busy_us == pop["erase_busy_us"] and card.page_bytes == pop["page_bytes"]
+    assert card.erase_busy_us == pop["erase_busy_us"]
+    # a field no shipped card fitted has no population value: the setup's card's
+    assert "page_bytes" not in pop and card.page_bytes == load_card("pny-16gb").page_bytes
     text = out.read_text()
     assert text.startswith(f"# fitted by `sdbench calibrate --from measured.json --setup {P2}`")
     header = [ln for ln in text.splitlines() if ln.startswith("#")]
@@ -250,7 +252,8 @@ def test_every_row_of_the_espidf_sd_scenario_has_a_declared_kind():
 def test_fields_no_row_tells_are_left_to_the_population_and_ranges_span_them(tmp_path, capsys):
     from sdbench.population import plan
     from sdbench.scenarios import load
-    from sdbench.stack.sd import card_population, fitted_values, load_card
+    from sdbench.stack.cardpop import card_population
+    from sdbench.stack.sd import fitted_values, load_card
 
     csv = tmp_path / "bench.csv"
     csv.write_text("row,value,unit,runs\nRaw Read 1x512B,900,KiB/s,3\n")
@@ -268,9 +271,12 @@ def test_fields_no_row_tells_are_left_to_the_population_and_ranges_span_them(tmp
     assert "erase_busy_us" in table  # fewer than two cards fitted it: no spread, the value is written
     # ... and the report shows what the one card that fitted it has
     erase = fitted_values()["erase_busy_us"]
-    assert len(erase) == 1 and f"| erase_busy_us | 250 µs | population | one card fitted {erase[0]:.6g} µs |" in report
+    assert len(erase) == 1 and f"| erase_busy_us | {erase[0]:.6g} µs | population | the one card that fitted it |" \
+        in report
+    # the same value a shipped profile that takes it from the population has: one population
+    assert table["erase_busy_us"] == pytest.approx(load_card("generic-sdhc").erase_busy_us, rel=1e-6)
     card = load_card(str(out))
-    fitted = card_population(fitted_only=True)[0]
+    fitted = card_population().medians
     assert {f: getattr(card, f) for f in held} == {f: fitted[f] for f in held}
     assert "held at the population's value" in text and "| write_busy_single_us |" in report
     assert "spans " in report

@@ -42,7 +42,7 @@ def _no_model_error():
     # these tests check the parameters' spread; the model error that widens it has its own tests
     # (test_model_error.py)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(population, "model_error", lambda: {})
+        mp.setattr(population, "structural_error", lambda klass="neither": ({}, {}, {}))
         yield
 
 

@@ -9,12 +9,10 @@ import pytest
 
 from sdbench import population
 from sdbench import scenarios as scen
-from sdbench.cli import main
-from sdbench.errors import ConfigError
 from sdbench.protocols import run_scenario
 from sdbench.records import make_row
 from sdbench.stack.sd import load_card
-from sdbench.validation import TRAIN_PREDICTION, model_error, model_error_toml, range_quantile
+from sdbench.validation import range_quantile
 
 
 def _row(op, ms, rng=None):
@@ -58,6 +56,7 @@ def test_a_calibrated_stack_without_fit_uncertainty_gets_the_model_error_alone()
         ranges=True)
     info = rec.metadata["range"]
     assert info["method"] == "model-error" and "fit_rel_sd is empty" in info["reason"]
+    assert info["structural"] == {"class": "neither", "measured_on": {"read": "neither", "write": "neither"}}
     assert info["model_log_sd"] == population.model_error()
     assert info["model_z"] == population.model_error_z()
     for r in rec.rows:
@@ -82,38 +81,3 @@ def test_the_shipped_ranges_span_the_student_t_quantile_of_the_rows_sigma_came_f
     assert w.time_ms_range == pytest.approx((10 * math.exp(-0.1 * population.Z90), 10 * math.exp(0.1 * population.Z90)))
 
 
-def _cmp(kind, measured, predicted, group=TRAIN_PREDICTION):
-    return {"group": group, "op": kind, "measured": measured, "predicted": predicted, "scenario": "s",
-            "row": f"{kind} {measured}"}
-
-
-def test_model_error_is_the_rms_log_error_per_kind_with_a_leave_one_out_coverage():
-    rows = [_cmp("read", 100, p) for p in (101, 99, 105)] + [_cmp("write", 100, p) for p in (120, 80, 100, 150)]
-    rows.append(_cmp("write", 100, 500, group="fitted"))          # fitted rows do not count
-    me = model_error(rows)
-    logs_r = [math.log(p / 100) for p in (101, 99, 105)]
-    assert me.log_rel_sd["read"] == pytest.approx(math.sqrt(sum(x * x for x in logs_r) / 3))
-    assert len(me.rows) == 7
-    # 150 is outside t σ of the other writes (120, 80, 100; t 1.64 for 3 rows); 105 outside that of 101 and 99
-    assert me.loo_coverage == pytest.approx(5 / 7)
-    assert me.z == {"read": pytest.approx(range_quantile(3)), "write": pytest.approx(range_quantile(4))}
-    doc = tomllib.loads(model_error_toml(me))
-    assert doc["log_rel_sd_write"] == pytest.approx(me.log_rel_sd["write"], abs=1e-4)
-    assert doc["z_write"] == pytest.approx(range_quantile(4), abs=1e-4)
-    assert doc["rows_read"] == 3 and len(doc["row"]) == 7 and doc["leave_one_out_coverage"] == pytest.approx(5 / 7,
-                                                                                                              abs=1e-3)
-    with pytest.raises(ConfigError, match="model error of reads needs at least 3"):
-        model_error(rows[1:])
-
-
-def test_calibrate_model_error_writes_the_file(tmp_path, capsys):
-    assert main(["calibrate", "--model-error", "-o", str(tmp_path), "-q"]) == 0
-    out = capsys.readouterr().out
-    assert "model error of reads" in out and "leave-one-out coverage" in out
-    doc = tomllib.loads((tmp_path / "model-error.toml").read_text())
-    assert doc["log_rel_sd_read"] == pytest.approx(population.model_error()["read"], abs=1e-4)
-    assert main(["calibrate", "--model-error"]) == 2
-    assert "needs -o DIR" in capsys.readouterr().err
-    (tmp_path / "sub" / "model-error.toml").mkdir(parents=True)   # not a regular file: refused before the runs
-    assert main(["calibrate", "--model-error", "-o", str(tmp_path / "sub"), "-q"]) == 2
-    assert "is a directory; outputs replace regular files only" in capsys.readouterr().err

@@ -11,7 +11,8 @@ from sdbench import scenarios as scen
 from sdbench.media.sim.card import CardProfile
 from sdbench.protocols import run_scenario
 from sdbench.report.tables import range_summary
-from sdbench.stack.sd import card_population, fitted_values, load_card, population_held
+from sdbench.stack.cardpop import card_population
+from sdbench.stack.sd import fitted_values, load_card, population_held
 
 SD = "espidf-esp32-sdmmc4-40mhz"
 CARD = "esp32-perfbench-card"
@@ -23,7 +24,7 @@ APPEND = ["espidf.parts=['sd_fatfs']", "espidf.sd_modes=['normal']", "espidf.run
 @pytest.fixture(autouse=True)
 def _no_model_error(monkeypatch):
     # the parameters' spread alone: the model error that widens every range has its own tests
-    monkeypatch.setattr(population, "model_error", lambda: {})
+    monkeypatch.setattr(population, "structural_error", lambda klass="neither": ({}, {}, {}))
 
 
 def test_population_held_fields_of_a_table():
@@ -36,7 +37,7 @@ def test_population_held_fields_of_a_table():
 def test_the_shipped_card_takes_the_one_sector_busy_from_the_cards_that_fitted_it():
     table = profiles.load_table("cards", CARD)
     assert "write_busy_single_us" in population_held(table)
-    fitted = [load_card(n) for n in card_population()[1]]
+    fitted = [load_card(n) for n in card_population().cards]
     values = [c.write_busy_single_us for c in fitted if "write_busy_single_us" in c.fit_rel_sd]
     assert len(values) >= 3 and fitted_values()["write_busy_single_us"] == tuple(sorted(values))
     assert load_card(CARD).write_busy_single_us == pytest.approx(statistics.median(values))
@@ -45,12 +46,28 @@ def test_the_shipped_card_takes_the_one_sector_busy_from_the_cards_that_fitted_i
 
 
 def test_a_held_field_is_not_one_of_the_population_values():
-    med, names = card_population()
+    pop = card_population()
+    med, names = pop.medians, pop.cards
     assert CARD in names
     holding = {n for n in names if "write_busy_single_us" in population_held(profiles.load_table("cards", n))}
     assert CARD in holding and len(holding) < len(names)
     others = [profiles.load(CardProfile, "cards", n) for n in names if n not in holding]
-    assert med["write_busy_single_us"] == pytest.approx(statistics.median(c.write_busy_single_us for c in others))
+    assert med["write_busy_single_us"] == pytest.approx(statistics.median(
+        c.write_busy_single_us for c in others if "write_busy_single_us" in c.fit_rel_sd))
+
+
+def test_one_population_for_profiles_members_and_calibrate_from():
+    """generic-sdhc, an uncalibrated card's range members and calibrate --from read one population: a member
+    carries its card's fitted values and, for a field its card did not fit, the median generic-sdhc has."""
+    pop = card_population()
+    generic = load_card("generic-sdhc")
+    members, varied = population.shipped_population()
+    for f, med in pop.medians.items():
+        assert getattr(generic, f) == pytest.approx(med), f
+    for name, m in members:
+        for f in pop.medians:
+            want = pop.fitted[name].get(f, pop.medians[f])
+            assert m[f] == pytest.approx(want), (name, f)
 
 
 def test_a_card_holds_exactly_the_fields_a_fitted_card_fitted():
@@ -69,7 +86,8 @@ def test_forget_drops_the_cached_population(monkeypatch):
     card_population()
     population.shipped_population()
     population.forget()
-    assert sd.fitted_values.cache_info().currsize == 0 and sd.card_population.cache_info().currsize == 0
+    from sdbench.stack import cardpop
+    assert cardpop.card_population.cache_info().currsize == 0
     assert population.shipped_population.cache_info().currsize == 0
 
 
@@ -127,9 +145,12 @@ def test_few_runs_still_reach_the_one_sector_appends():
 
 def test_a_population_card_without_fitted_cards_is_refused(monkeypatch):
     from sdbench.errors import ConfigError
-    from sdbench.stack import sd
+    from sdbench.stack import cardpop
 
-    monkeypatch.setattr(sd, "fitted_values", lambda: {})
+    monkeypatch.setattr(cardpop, "_fitted_names", lambda: ())
+    cardpop.forget()
     with pytest.raises(ConfigError, match="no fitted card profile is shipped"):
         load_card("generic-sdhc")
     assert load_card("lexar-v30-64gb").name == "lexar-v30-64gb"  # a card that holds nothing still loads
+    monkeypatch.undo()
+    cardpop.forget()

@@ -64,8 +64,8 @@ from .media.sim.nor import load_chip_profile
 from .options import apply_overrides
 from .records import Row
 from .scenarios import Scenario
-from .stack.sd import (card_population, forget_population, load_card, load_host, population_held,
-                       spread_values)
+from .stack.cardpop import card_population
+from .stack.sd import forget_population, load_card, load_host, population_held, spread_values
 from .workloads.registry import protocol
 
 #: the band a range spans: 10th to 90th percentile of the members
@@ -117,6 +117,8 @@ class Plan:
     extremes: tuple[Member, ...] = ()
     #: card fields held at the population's value -> the fitted cards' values the members spread over (fit)
     held: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    #: what is uncalibrated in the stack (sdbench.crossval): its structural error term (:func:`widen`)
+    structural_class: str = "neither"
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,30 @@ def is_fitted(folder: str, name: str, base_dir: Path | None = None) -> bool:
     return FITTED_MARK in text
 
 
+@lru_cache(maxsize=1)
+def fit_group_hosts() -> frozenset[str]:
+    """The host profiles a shipped fit group names (``host`` in ``data/fits/<group>.toml``): the cards it fitted
+    were fitted through that host, so the pair is calibrated even where no field of the host itself is."""
+    import tomllib
+
+    out = set()
+    for p in sorted((profiles.DATA / "fits").iterdir(), key=lambda p: p.name):
+        if p.name.endswith(".toml") and p.name != "levels.toml":
+            try:
+                host = tomllib.loads(p.read_text(encoding="utf-8")).get("host")
+            except (OSError, tomllib.TOMLDecodeError):
+                continue
+            if isinstance(host, str):
+                out.add(host)
+    return frozenset(out)
+
+
+def host_calibrated(name: str, base_dir: Path | None = None) -> bool:
+    """Whether a host profile is calibrated: `sdbench calibrate` fitted fields of it, or a fit group fitted cards
+    through it."""
+    return is_fitted("hosts", name, base_dir) or (not name.endswith(".toml") and name in fit_group_hosts())
+
+
 def _stack_profiles(sc: Scenario) -> list[_Profile]:
     """The timing profiles of a scenario's simulated media (none for real media)."""
     base = sc.source_dir
@@ -171,7 +197,7 @@ def _stack_profiles(sc: Scenario) -> list[_Profile]:
         out.append(_Profile("sd", "card_params", "card", cfg.card, load_card(cfg.card, card_over, base),
                             is_fitted("cards", cfg.card, base), held))
         out.append(_Profile("sd", "host_params", "host", cfg.host, load_host(cfg.host, cfg.host_params, base),
-                            is_fitted("hosts", cfg.host, base)))
+                            host_calibrated(cfg.host, base)))
     if sc.flash and sc.flash.get("media") == "sim-nor":
         _, cfg = sc.media_config("flash")
         # as the flash target resolves them (sdbench.stack.flash)
@@ -180,7 +206,7 @@ def _stack_profiles(sc: Scenario) -> list[_Profile]:
         out.append(_Profile("flash", "chip_params", "flash chip", cfg.chip,
                             load_chip_profile(chip, cfg.chip_params or None), is_fitted("flash", cfg.chip, base)))
         out.append(_Profile("flash", "host_params", "flash host", cfg.host,
-                            load_esp_flash_host(host, cfg.host_params or None), is_fitted("hosts", cfg.host, base)))
+                            load_esp_flash_host(host, cfg.host_params or None), host_calibrated(cfg.host, base)))
     return out
 
 
@@ -189,6 +215,7 @@ def forget() -> None:
     calibrate` writing into the data folder changes them for the groups after."""
     shipped_population.cache_clear()
     _model_error_doc.cache_clear()
+    fit_group_hosts.cache_clear()
     forget_population()
 
 
@@ -197,18 +224,19 @@ def _numeric(v: Any) -> bool:
 
 
 @lru_cache(maxsize=1)
-def shipped_population() -> tuple[tuple[CardProfile, ...], tuple[str, ...]]:
-    """The shipped fitted card profiles, by name (the cards :func:`card_population` takes its medians over), and
-    the timing fields in which they differ."""
+def shipped_population() -> tuple[tuple[tuple[str, dict[str, Any]], ...], tuple[str, ...]]:
+    """The members of an uncalibrated card's range: one per shipped fitted card, (its name, its timing fields: its
+    fitted values, the population's medians for the rest; :meth:`CardPopulation.member`), and the timing fields in
+    which they differ."""
     try:
-        fitted = card_population()[1]
+        pop = card_population()
     except ConfigError:
-        fitted = ()
-    cards = tuple(load_card(n) for n in fitted)
+        return (), ()
+    members = tuple((n, pop.member(n)) for n in pop.cards)
     names = [f.name for f in fields(CardProfile) if f.name not in NOT_VARIED]
-    varied = tuple(n for n in names if all(_numeric(getattr(c, n)) for c in cards)
-                   and len({getattr(c, n) for c in cards}) > 1)
-    return cards, varied
+    varied = tuple(n for n in names if all(n in m and _numeric(m[n]) for _, m in members)
+                   and len({m[n] for _, m in members}) > 1)
+    return members, varied
 
 
 #: the standard normal's 90th percentile
@@ -226,9 +254,10 @@ def _draw(profile: _Profile, z: Any) -> dict[str, Any]:
     return out
 
 
-def _slowness(card: CardProfile, fields_: tuple[str, ...], medians: dict[str, float]) -> float:
-    """An overall slowness index of a population card (to choose members spread over the population)."""
-    return sum(math.log1p(getattr(card, f) / medians[f]) for f in fields_ if medians[f] > 0)
+def _slowness(card: dict[str, Any], fields_: tuple[str, ...], medians: dict[str, float]) -> float:
+    """An overall slowness index of a population member's fields (to choose members spread over the
+    population)."""
+    return sum(math.log1p(card[f] / medians[f]) for f in fields_ if medians[f] > 0)
 
 
 def _held_spans(card: _Profile | None) -> dict[str, tuple[float, ...]]:
@@ -249,6 +278,11 @@ def plan(sc: Scenario, *, simulated: bool) -> Plan:
         return Plan("none", reason="no simulated card or flash chip in the stack")
     varied = [p for p in profs if p.value.fit_rel_sd]
     card = next((p for p in profs if p.kind == "card"), None)
+    # what is uncalibrated: the SD host and card, or the flash target's host and chip
+    media_card = card or next((p for p in profs if p.kind == "flash chip"), None)
+    host = next((p for p in profs if p.kind in ("host", "flash host")), None)
+    klass = {(False, False): "neither", (False, True): "card", (True, False): "host", (True, True): "both"}[
+        (host is None or not host.calibrated, media_card is None or not media_card.calibrated)]
     rng = random.Random(f"sdbench-range:{sc.seed}")  # a str seed: the same draws on every platform and run
     sigma = {p.title: {k: float(v) for k, v in sorted(p.value.fit_rel_sd.items())} for p in varied}
 
@@ -260,16 +294,16 @@ def plan(sc: Scenario, *, simulated: bool) -> Plan:
         if not cards:
             return Plan("none", reason=f"the card profile {card.name} is uncalibrated and no fitted card profile "
                                        "is shipped to take a population from")
-        medians = {f: sorted(getattr(c, f) for c in cards)[len(cards) // 2] for f in fields_}
-        ordered = sorted(cards, key=lambda c: (_slowness(c, fields_, medians), c.name))
+        medians = {f: sorted(m[f] for _, m in cards)[len(cards) // 2] for f in fields_}
+        ordered = sorted(cards, key=lambda nm: (_slowness(nm[1], fields_, medians), nm[0]))
         members = []
-        for c in ordered:
+        for name, m in ordered:
             over = draws()
             key = ("sd", "card_params")
-            over[key] = {**over.get(key, {}), **{f: getattr(c, f) for f in fields_}}
-            members.append(Member(c.name, over))
-        return Plan("population", tuple(members), card=card.name, population=tuple(c.name for c in ordered),
-                    fields=fields_, varied=sigma)
+            over[key] = {**over.get(key, {}), **{f: m[f] for f in fields_}}
+            members.append(Member(name, over))
+        return Plan("population", tuple(members), card=card.name, population=tuple(n for n, _ in ordered),
+                    fields=fields_, varied=sigma, structural_class=klass)
     spans = _held_spans(card)
     if varied or spans:
         def with_held(over: dict[tuple[str, str], dict[str, Any]], q: Callable[[str], float]) -> dict[
@@ -292,16 +326,19 @@ def plan(sc: Scenario, *, simulated: bool) -> Plan:
         orders = {f: held_rng.sample(range(FIT_MEMBERS), FIT_MEMBERS) for f in sorted(spans)}
         members = tuple(Member(f"draw {i + 1}", with_held(draws(), lambda f, i=i: 100.0 * (orders[f][i] + 0.5)
                                                           / FIT_MEMBERS)) for i in range(FIT_MEMBERS))
-        return Plan("fit", members, varied=sigma, extremes=extremes, held=spans)
+        return Plan("fit", members, varied=sigma, extremes=extremes, held=spans, structural_class=klass)
     empty = [p.title for p in profs if p.calibrated]
     if len(empty) == 1:
-        return Plan("none", reason=f"nothing to vary: {empty[0]} is calibrated but records no fit uncertainty (its "
+        return Plan("none", structural_class=klass,
+                    reason=f"nothing to vary: {empty[0]} is calibrated but records no fit uncertainty (its "
                                    "fit_rel_sd is empty; `sdbench calibrate` fills it)")
     if empty:
-        return Plan("none", reason=f"nothing to vary: {', '.join(empty[:-1])} and {empty[-1]} are calibrated but "
+        return Plan("none", structural_class=klass,
+                    reason=f"nothing to vary: {', '.join(empty[:-1])} and {empty[-1]} are calibrated but "
                                    "record no fit uncertainty (their fit_rel_sd is empty; `sdbench calibrate` "
                                    "fills it)")
-    return Plan("none", reason="nothing to vary: no profile of the stack records a fit uncertainty (fit_rel_sd)")
+    return Plan("none", structural_class=klass,
+                reason="nothing to vary: no profile of the stack records a fit uncertainty (fit_rel_sd)")
 
 
 # -- reduced runs -------------------------------------------------------------------------------------
@@ -444,36 +481,73 @@ def error_kind(op: str) -> str:
     return "write" if op in WRITING_OPS or "write" in op or op in ("rw", "randrw") else "read"
 
 
+#: the classes of what is uncalibrated in a stack (sdbench.crossval), and where one with no recorded error of a
+#: kind borrows it: the next less calibrated class
+STRUCTURAL_CLASSES = ("neither", "card", "host", "both")
+STRUCTURAL_FALLBACK = {"neither": "card", "card": "both", "host": "both", "both": "host"}
+
+
 @lru_cache(maxsize=1)
-def _model_error_doc() -> tuple[dict[str, float], dict[str, float]]:
-    """σ and z per kind from ``data/model-error.toml`` (both empty when it is missing or unreadable)."""
+def _model_error_doc() -> dict[str, tuple[dict[str, float], dict[str, float], dict[str, int]]]:
+    """Class -> (σ, z and rows per kind) from ``data/model-error.toml``: the top level is the class ``neither``
+    (the train rows no fit group uses), ``[class.<name>]`` the others; empty when missing or unreadable."""
     import tomllib
 
     try:
         doc = tomllib.loads((profiles.DATA / MODEL_ERROR_FILE).read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError):
-        return {}, {}
-    sd, z = {}, {}
+        return {}
+    tables = {"neither": doc, **{k: v for k, v in (doc.get("class") or {}).items() if isinstance(v, dict)}}
+    out: dict[str, tuple[dict[str, float], dict[str, float], dict[str, int]]] = {}
+    for klass, t in tables.items():
+        sd, z, n = {}, {}, {}
+        for kind in ERROR_KINDS:
+            v = t.get(f"log_rel_sd_{kind}")
+            if _numeric(v) and math.isfinite(v) and v >= 0:
+                sd[kind] = float(v)
+                q = t.get(f"z_{kind}")
+                # a file without z (or a nonsensical one) falls back to the normal quantile, as for a known σ
+                z[kind] = float(q) if _numeric(q) and math.isfinite(q) and q >= Z90 else Z90
+                rows = t.get(f"rows_{kind}")
+                n[kind] = int(rows) if _numeric(rows) and rows >= 0 else 0
+        if sd:
+            out[klass] = (sd, z, n)
+    return out
+
+
+def structural_error(klass: str = "neither") -> tuple[dict[str, float], dict[str, float], dict[str, str]]:
+    """The recorded error for a stack of class ``klass`` (what is uncalibrated in it): per kind of row
+    (:func:`error_kind`), σ of log(predicted / measured), the multiple of σ a range spans on each side, and the
+    class it was measured on (its own, or the next less calibrated one where it has no rows of that kind:
+    :data:`STRUCTURAL_FALLBACK`).  Empty when nothing is recorded."""
+    doc = _model_error_doc()
+    sd: dict[str, float] = {}
+    z: dict[str, float] = {}
+    src: dict[str, str] = {}
+    # its own class, the less calibrated ones after it, and last the calibrated stacks' (never more than is known)
+    chain = [klass if klass in STRUCTURAL_FALLBACK else "both"]
+    while STRUCTURAL_FALLBACK[chain[-1]] not in chain:
+        chain.append(STRUCTURAL_FALLBACK[chain[-1]])
+    chain.append("neither")
     for kind in ERROR_KINDS:
-        v = doc.get(f"log_rel_sd_{kind}")
-        if _numeric(v) and math.isfinite(v) and v >= 0:
-            sd[kind] = float(v)
-            q = doc.get(f"z_{kind}")
-            # a file without z (or a nonsensical one) falls back to the normal quantile, as for a known σ
-            z[kind] = float(q) if _numeric(q) and math.isfinite(q) and q >= Z90 else Z90
-    return sd, z
+        for k in chain:
+            got = doc.get(k)
+            if got is not None and kind in got[0]:
+                sd[kind], z[kind], src[kind] = got[0][kind], got[1][kind], k
+                break
+    return sd, z, src
 
 
 def model_error() -> dict[str, float]:
-    """The model error `sdbench calibrate --model-error` recorded, per kind of row (:func:`error_kind`): σ of
-    log(predicted / measured); empty when not recorded."""
-    return dict(_model_error_doc()[0])
+    """The model error `sdbench calibrate --model-error` recorded for calibrated stacks, per kind of row
+    (:func:`error_kind`): σ of log(predicted / measured); empty when not recorded."""
+    return structural_error("neither")[0]
 
 
 def model_error_z() -> dict[str, float]:
     """Per kind of row, the multiple of its model error σ a range spans on each side: the Student-t 90th
     percentile for the number of rows σ was measured from (:func:`sdbench.validation.range_quantile`)."""
-    return dict(_model_error_doc()[1])
+    return structural_error("neither")[1]
 
 
 def widen(rows: tuple[Row, ...], log_sd: dict[str, float], z: float | dict[str, float] = Z90) -> tuple[Row, ...]:

@@ -40,7 +40,7 @@ def stability_warnings(rows: list[Row]) -> list[str]:
 def run_scenario(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
                  on_row: Callable[[Row], None] | None = None,
                  on_built: Callable[[Built], None] | None = None, ranges: bool = False,
-                 workers: int = 1, recording: Recording | None = None) -> RunRecord:
+                 workers: int = 1, recording: Recording | None = None, structural: bool = True) -> RunRecord:
     """Run ``sc``; ``on_built`` is called once the stack is built and checked, ``on_row`` with each finished row
     (without its range: ranges come once the whole run is done, in the returned record).
 
@@ -49,13 +49,14 @@ def run_scenario(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
     runs are independent and go to ``workers`` processes; the record does not depend on how many.
 
     ``recording`` (without ranges): a :class:`sdbench.ledger.Recording` the run fills, to re-price it at other
-    parameters later (sdbench.repricing).
+    parameters later (sdbench.repricing).  ``structural=False``: the ranges hold the parameters' spread only,
+    without the structural error (cross-validation measures that).
     """
     if ranges:
         recording = Recording() if _ranges_rerun_in_full(sc) else None
     rec = _run_once(sc, progress=progress, listeners=listeners, on_row=on_row, on_built=on_built,
                     recording=recording)
-    return with_ranges(sc, rec, workers=workers, recording=recording) if ranges else rec
+    return with_ranges(sc, rec, workers=workers, recording=recording, structural=structural) if ranges else rec
 
 
 def _ranges_rerun_in_full(sc: Scenario) -> bool:
@@ -145,19 +146,24 @@ def _run_once(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
                      warnings=tuple(warnings))
 
 
-def with_ranges(sc: Scenario, rec: RunRecord, *, workers: int = 1, recording: Recording | None = None) -> RunRecord:
+def with_ranges(sc: Scenario, rec: RunRecord, *, workers: int = 1, recording: Recording | None = None,
+                structural: bool = True) -> RunRecord:
     """``rec`` (the full run of ``sc``) with the range of each simulated row and ``metadata["range"]``: the
-    parameters' spread (:func:`_param_ranges`) widened by the model error `sdbench calibrate` recorded
-    (:func:`sdbench.population.widen`).  ``recording``: of the run that made ``rec`` (sdbench.ledger), when
-    there is one, to re-price the members from at the full runs."""
+    parameters' spread (:func:`_param_ranges`) widened by the structural error `sdbench calibrate
+    --model-error` recorded for what is uncalibrated in the stack (:func:`sdbench.population.structural_error`,
+    :func:`sdbench.population.widen`; not with ``structural=False``).  ``recording``: of the run that made
+    ``rec`` (sdbench.ledger), when there is one, to re-price the members from at the full runs."""
     out = _param_ranges(sc, rec, workers, recording)
-    log_sd = population.model_error()
-    if rec.clock != "virtual" or not log_sd:
+    if rec.clock != "virtual" or not structural:
+        return out
+    klass = out.metadata.get("range", {}).get("structural_class", "neither")
+    log_sd, z, source = population.structural_error(klass)
+    if not log_sd:
         return out
     info = dict(out.metadata.get("range", {}))
-    z = population.model_error_z()
     info["model_log_sd"] = log_sd
     info["model_z"] = z
+    info["structural"] = {"class": klass, "measured_on": source}
     if info.get("method") == "none":
         info["method"] = "model-error"
     return replace(out, rows=population.widen(out.rows, log_sd, z),
@@ -233,7 +239,7 @@ def _param_ranges(sc: Scenario, rec: RunRecord, workers: int = 1, recording: Rec
     """
     lo_p, hi_p = population.PERCENTILES
     pl = population.plan(sc, simulated=rec.clock == "virtual")
-    info: dict[str, Any] = {"method": pl.method, "percentiles": [lo_p, hi_p]}
+    info: dict[str, Any] = {"method": pl.method, "percentiles": [lo_p, hi_p], "structural_class": pl.structural_class}
     if not pl.members:
         info["reason"] = pl.reason
         return replace(rec, metadata={**rec.metadata, "range": info})

@@ -44,7 +44,8 @@ from .protocols import run_scenario
 from .records import Row
 from .scenarios import Scenario
 from .scenarios import load as load_scenario
-from .stack.sd import card_population, fitted_values, spread_values
+from .stack.cardpop import card_population
+from .stack.sd import fitted_values, spread_values
 from .workloads.espidf import PART_NAMES
 from .workloads.registry import protocol
 
@@ -179,16 +180,14 @@ def assign_fields(mechanisms: dict[str, list[str]]) -> dict[str, str]:
 # ---- the population ---------------------------------------------------------------------------------------
 
 def population() -> tuple[dict[str, Any], tuple[str, ...]]:
-    """(timing field -> its population value, the shipped fitted card profiles) (:func:`card_population`): for
-    a field of :func:`~sdbench.stack.sd.spread_values`, the median over the cards that fitted it (what a profile with
-    ``timing_from = "population"`` loads); for any other, the median over all of them."""
+    """(timing field -> its population value, the shipped fitted card profiles): each field's median over the
+    cards that fitted it, what a profile with ``timing_from = "population"`` loads (:mod:`sdbench.stack.cardpop`);
+    a field no card fitted has none (it keeps the scenario card's value)."""
     try:
-        every, names = card_population()
-        fitted = card_population(fitted_only=True)[0]
+        pop = card_population()
     except ConfigError as e:
         raise SdbenchError(str(e)) from None
-    spread = spread_values()
-    return {f: fitted[f] if f in spread else v for f, v in every.items()}, names
+    return dict(pop.medians), pop.cards
 
 
 # ---- reading the measurements ---------------------------------------------------------------------------
@@ -606,11 +605,9 @@ def markdown(fit: UserFit) -> list[str]:
 
 
 def _one_card(name: str) -> str:
-    """For a population field that one shipped card fitted: "one card fitted 17732.8 µs", else "".  The profile
-    keeps the median of all the cards (one card's value goes with its other fields: a merge cost with its
-    update-block state), and no range spans the gap: the report shows it."""
-    v = fitted_values().get(name, ())
-    return f"one card fitted {v[0]:.6g} {_unit_of(name)}" if len(v) == 1 else ""
+    """For a population field that one shipped card fitted: "the one card that fitted it", else "": the value
+    is that card's (as every profile that takes it from the population has it), and no range spans it."""
+    return "the one card that fitted it" if len(fitted_values().get(name, ())) == 1 else ""
 
 
 def _span(name: str) -> str:

@@ -58,8 +58,9 @@ def register(app: typer.Typer) -> None:
         population, timing_from = "population", and the ranges of a run with the profile
         span their values).
 
-        With --model-error: run the scenarios of the train rows no fit group uses and record
-        the error of their predictions (model-error.toml); every simulated range includes it.
+        With --model-error: cross-validate every train row by host and by card (as `sdbench
+        validate --cross` does) and record the structural error per class of what is
+        uncalibrated in a stack (model-error.toml); every simulated range includes its class's.
         """
         progress = None if quiet else (lambda s: typer.echo(s, err=True))
         if from_ is not None or setup is not None:
@@ -116,7 +117,8 @@ def _model_error(group: list[str] | None, data: Path | None, list_: bool, output
     from ..calibrate import load_measurements
     from ..output_files import check_writable_output, write_atomically
     from ..population import MODEL_ERROR_FILE
-    from ..validation import TRAIN_PREDICTION, fitted_rows, model_error, model_error_toml, row_group, validate_rows
+    from ..crossval import CLASS_TITLES, cross_validate, structural_toml
+    from ..validation import range_quantile
 
     if group or list_:
         raise SdbenchError("--model-error takes no fit groups and no --list")
@@ -128,16 +130,18 @@ def _model_error(group: list[str] | None, data: Path | None, list_: bool, output
     if output.is_dir():
         check_writable_output(path)  # before the runs: a path that cannot be written fails now
     meas = load_measurements(data)
-    fitted = fitted_rows()
-    names = sorted({m.scenario for m in meas if row_group(m, fitted) == TRAIN_PREDICTION})
-    rows, _ = validate_rows(meas, names, progress=progress is not None, ranges=False)
-    me = model_error(rows)
+    res = cross_validate(meas, progress=None if progress is None else (lambda s: typer.echo(s, err=True)))
     output.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, model_error_toml(me))
-    for kind, sd in me.log_rel_sd.items():
-        n = sum(1 for r in me.rows if r[0] == kind)
-        typer.echo(f"model error of {kind}s: σ {sd * 100:.1f} % (log) over {n} rows; ranges span ±{me.z[kind]:.2f} σ")
-    typer.echo(f"leave-one-out coverage of ±t σ: {me.loo_coverage * 100:.0f} % of {len(me.rows)} rows")
+    write_atomically(path, structural_toml(res))
+    for k, kinds in res["structural"].items():
+        for kind, (sd, n) in sorted(kinds.items()):
+            typer.echo(f"{CLASS_TITLES[k]}: {kind}s σ {sd * 100:.1f} % (log) over {n} rows; ranges span "
+                       f"±{range_quantile(n):.2f} σ")
+    for by in ("host", "card"):
+        o = res[by]["overall"]
+        cov = "n/a" if o["coverage"] is None else f"{o['coverage'] * 100:.0f} %"
+        typer.echo(f"cross-validation by {by}: {o['rows']} rows, coverage {cov} (each σ without the held-out "
+                   f"{by}'s rows)")
     typer.echo(f"wrote {path}")
 
 

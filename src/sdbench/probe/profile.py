@@ -179,7 +179,7 @@ class ProbedCard:
 def card_from_probe(res: ProbeResult, *, name: str, setup: str, sets: list[str],
                     capacity_bytes: int) -> ProbedCard:
     """The card table of a probe: what it measured directly, the latency fields fitted through the setup."""
-    from ..stack.sd import card_population
+    from ..stack.cardpop import card_population
 
     card = ProbedCard(name, setup, {"name": name, "timing_from": "population",
                                     "description": f"measured by sdbench probe on {res.target}",
@@ -212,7 +212,7 @@ def card_from_probe(res: ProbeResult, *, name: str, setup: str, sets: list[str],
                 f"the AU's {copy_kib:.0f} KiB (its split into a fixed and a per-KiB part is not measured)")
     else:
         left["open_aus"] = res.not_measured.get("open_aus", "not measured")
-    population = card_population(fitted_only=True)[0]
+    population = card_population().medians
     start = {k: v for k, v in vars(from_mapping(CardProfile, population, "the population card")).items()
              if k not in NOT_TIMING and isinstance(v, (int, float)) and not isinstance(v, bool)}
     found = {k: v for k, v in t.items() if k in start}
