@@ -34,7 +34,8 @@ def rows_table(rec: RunRecord, title: str = "") -> Table:
     head = ["label", "op", "bytes", "runs", "mean ms", *(["range ms"] if ranged else []), "median ms", "min ms",
             "max ms", "CV", "MiB/s", "reported"]
     head += [f"{c} ms" for c in cats]
-    t = Table(head, right=set(range(2, len(head))) - {head.index("reported")}, title=title)
+    t = Table(head, right=set(range(2, len(head))) - {head.index("reported")}, title=title,
+              wraps={head.index(h) for h in ("bytes", "range ms") if h in head})
     for r in rec.rows:
         reported = DASH if r.unit == "ms" and r.value is None else f"{num(r.reported_value, 2)} {r.unit}"
         size = str(r.bytes) if r.reported_bytes is None else f"{r.bytes} ({r.reported_bytes} printed)"
