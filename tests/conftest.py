@@ -109,23 +109,3 @@ def chromium_screenshot(html: Path, tmp_path: Path, height: int):
     assert shot.exists(), proc.stderr.decode(errors="replace")[-500:]
     shutil.rmtree(tmp_path / "profile", ignore_errors=True)
     return imread(shot)[..., :3]
-
-
-def chromium_table_edges(html: Path, tmp_path: Path) -> tuple[int, int, list[int]]:
-    """``html`` laid out by headless Chromium 1280 px wide: (page scroll width, window width, the right edge of
-    every table in px)."""
-    import re
-
-    probe = tmp_path / "probe.html"
-    script = ("<script>window.addEventListener('load', () => { document.body.setAttribute('data-layout', "
-              "[document.documentElement.scrollWidth, window.innerWidth, ...[...document.querySelectorAll('table')]"
-              ".map(t => Math.round(t.getBoundingClientRect().right))].join(',')); });</script>")
-    probe.write_text(html.read_text().replace("</body>", script + "</body>"))
-    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}",
-           "--window-size=1280,2000", "--virtual-time-budget=3000", "--dump-dom", probe.as_uri()]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=90).stdout
-    shutil.rmtree(tmp_path / "profile", ignore_errors=True)
-    m = re.search(r'data-layout="([0-9,]+)"', out)
-    assert m, "the page did not finish loading in Chromium"
-    page, window, *tables = (int(x) for x in m.group(1).split(","))
-    return page, window, tables

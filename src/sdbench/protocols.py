@@ -17,6 +17,7 @@ from typing import Any
 from . import __version__, population
 from .errors import SdbenchError
 from .ledger import Recording, compact
+from .options import to_mapping
 from .repricing import ReplayMismatch, member_unpriceable, replayed_rows
 from .parallel import run_pool
 from .records import Row, RunRecord
@@ -141,7 +142,9 @@ def _run_once(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
         meta.pop("created_utc")  # simulated records are byte-identical for the same scenario and seed
         meta.pop("host")
         meta.pop("python")
-    return RunRecord(scenario=sc.name, stack=built.stack, clock=built.clock.kind, rows=tuple(rows), seed=sc.seed,
+    # the protocol's options belong to what was measured (docs/results-format.md): a --set of one tells runs apart
+    stack = {**built.stack, **{t: to_mapping(o) for t, o in sc.options.items() if t not in built.stack}}
+    return RunRecord(scenario=sc.name, stack=stack, clock=built.clock.kind, rows=tuple(rows), seed=sc.seed,
                      protocol=sc.protocol, source="simulated" if simulated else "measured", metadata=meta,
                      warnings=tuple(warnings))
 

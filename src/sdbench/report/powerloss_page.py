@@ -3,7 +3,7 @@ worse) per filesystem x cache/bridge, each cell with its throughput beside it, t
 command's JSON document."""
 from __future__ import annotations
 
-import base64
+from collections.abc import Sequence
 from typing import Any
 
 from matplotlib.figure import Figure
@@ -17,6 +17,23 @@ COLUMNS = ("Clean", "Lost unacknowledged", "Lost acknowledged", "Corrupted", "Ne
 
 def _stack_label(d: dict[str, Any]) -> str:
     return f"cache {d['cache']}\nbridge {d['bridge']}"
+
+
+def luminance(rgb: Sequence[float]) -> float:
+    """Relative luminance of an sRGB colour (components 0..1), as WCAG defines it."""
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb[:3]]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def contrast(a: Sequence[float], b: Sequence[float]) -> float:
+    """WCAG contrast ratio of two colours, 1 (none) to 21 (black on white)."""
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def text_colour(background: Sequence[float]) -> str:
+    """Black or white, whichever reads better on ``background`` (white on dark green and dark red)."""
+    return "black" if contrast(background, (0.0, 0.0, 0.0)) >= contrast(background, (1.0, 1.0, 1.0)) else "white"
 
 
 def heat_map(cells: list[dict[str, Any]]) -> Figure | None:
@@ -43,7 +60,7 @@ def heat_map(cells: list[dict[str, Any]]) -> Figure | None:
         for c in range(len(cols)):
             if text[r][c]:
                 ax.text(c, r, text[r][c], ha="center", va="center", fontsize=8,
-                        color="white" if share[r][c] > 0.6 else "black")
+                        color=text_colour(im.cmap(im.norm(share[r][c]))))
     fig.colorbar(im, ax=ax, label="share of cuts that lost acknowledged data or worse")
     return fig
 
@@ -54,7 +71,7 @@ def render(head: dict[str, Any], cells: list[dict[str, Any]], *, title: str) -> 
     if fig is not None:
         caption = ("Cuts that lost acknowledged data, corrupted a file, left the filesystem needing repair or "
                    "unmountable, out of the cuts made; each cell's throughput of the same workload beside it")
-        figs.append((caption, "data:image/svg+xml;base64," + base64.b64encode(plots.svg(fig).encode()).decode()))
+        figs.append((caption, plots.svg_uri(fig)))
     from .html import _env
 
     return _env().get_template("powerloss.html.j2").render(title=title, head=head, cells=cells, figures=figs,

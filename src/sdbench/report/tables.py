@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ..compare import Comparison, Metric, cv
 from ..media.sim.card import CardProfile
@@ -33,7 +34,8 @@ def rows_table(rec: RunRecord, title: str = "") -> Table:
     head = ["label", "op", "bytes", "runs", "mean ms", *(["range ms"] if ranged else []), "median ms", "min ms",
             "max ms", "CV", "MiB/s", "reported"]
     head += [f"{c} ms" for c in cats]
-    t = Table(head, right=set(range(2, len(head))) - {head.index("reported")}, title=title)
+    t = Table(head, right=set(range(2, len(head))) - {head.index("reported")}, title=title,
+              wraps={head.index(h) for h in ("bytes", "range ms") if h in head})
     for r in rec.rows:
         reported = DASH if r.unit == "ms" and r.value is None else f"{num(r.reported_value, 2)} {r.unit}"
         size = str(r.bytes) if r.reported_bytes is None else f"{r.bytes} ({r.reported_bytes} printed)"
@@ -179,6 +181,46 @@ def flatten(d: object, prefix: str = "") -> list[tuple[str, str]]:
     return [(prefix, str(d))]
 
 
+def _subtrees(d: object, prefix: str = "") -> dict[str, dict[str, Any]]:
+    """Every non-empty table of ``d`` by its dotted path."""
+    out: dict[str, dict[str, Any]] = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            path = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(v, dict) and v:
+                out[path] = v
+                out.update(_subtrees(v, path))
+    return out
+
+
+def copies(stacks: Sequence[object]) -> set[str]:
+    """Paths of tables that repeat another table of the same name in every stack: the builder records the card
+    both as ``sd.card`` and, inside the device it built, as ``sd.device.card``; the shorter path is kept."""
+    trees = [_subtrees(s) for s in stacks]
+    if not trees:
+        return set()
+    common = [p for p in trees[0] if all(p in t for t in trees[1:])]
+    common.sort(key=lambda p: (p.count("."), p))
+    dropped: set[str] = set()
+    for i, p in enumerate(common):
+        if any(p.startswith(d + ".") for d in dropped):
+            continue
+        name = p.rsplit(".", 1)[-1]
+        for q in common[:i]:
+            if q not in dropped and q.rsplit(".", 1)[-1] == name and not p.startswith(q + ".") \
+                    and all(t[p] == t[q] for t in trees):
+                dropped.add(p)
+                break
+    return dropped
+
+
+def stack_fields(stacks: Sequence[object]) -> list[dict[str, str]]:
+    """Each stack flattened to ``path -> value``, without the tables that only repeat another (:func:`copies`)."""
+    gone = copies(stacks)
+    return [{k: v for k, v in flatten(s) if not any(k == g or k.startswith(g + ".") for g in gone)}
+            for s in stacks]
+
+
 def stack_tree(d: object) -> list[tuple[str, object]]:
     """Nested stack metadata as (key, text) and (key, subtree) pairs, for a tree the reader opens as needed."""
     if not isinstance(d, dict):
@@ -191,7 +233,7 @@ def stack_tree(d: object) -> list[tuple[str, object]]:
 
 def stack_diff_table(names: Sequence[str], stacks: Sequence[object]) -> Table | None:
     """The flattened stack fields whose values differ between runs, a column per run; None when all agree."""
-    flat = [dict(flatten(s)) for s in stacks]
+    flat = stack_fields(stacks)  # without the copies (sd.device.card repeats sd.card)
     keys = sorted({k for f in flat for k in f})
     wide = len(names) <= WIDE_RUNS
     t = Table(["field", *names] if wide else ["field", "run", "value"])

@@ -34,6 +34,7 @@ class Table:
     right: set[int] = field(default_factory=set)       # right-aligned columns
     title: str = ""
     marked: set[tuple[int, int]] = field(default_factory=set)  # (row, column) cells to emphasise
+    wraps: set[int] = field(default_factory=set)       # columns whose cells may break (HTML): ranges, notes
 
     def add(self, cells: list[str]) -> None:
         self.rows.append(cells)

@@ -1,0 +1,107 @@
+"""What tells runs apart: the stack fields, sweep parameters, seeds and scenarios that differ between them, and
+a short name per run made of them (``#2 clock_hz=20000000``) for legends and headings."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..records import RunRecord
+from ..store.api import device_of
+from .tables import stack_fields
+
+#: the facts a run's legend name shows at most; the rest are counted ("+2 more")
+MAX_FACTS = 3
+#: longest value text in a name
+MAX_VALUE = 24
+
+
+def _text(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return ",".join(_text(x) for x in v)
+    return str(v)
+
+
+def _sweep_params(rec: RunRecord) -> dict[str, str]:
+    sweep = rec.metadata.get("sweep")
+    params = sweep.get("params") if isinstance(sweep, dict) else None
+    return {str(k): _text(v) for k, v in params.items()} if isinstance(params, dict) else {}
+
+
+def _device(rec: RunRecord) -> str:
+    dev = device_of(rec.metadata)
+    if isinstance(dev, dict):
+        return str(dev.get("name") or dev.get("model") or "")
+    return "" if dev is None else str(dev)
+
+
+def _differing(facts: Sequence[dict[str, str]]) -> list[str]:
+    """The keys (in first-seen order) whose values are not the same in every run."""
+    keys = list(dict.fromkeys(k for f in facts for k in f))
+    return [k for k in keys if len({f.get(k) for f in facts}) > 1]
+
+
+def differences(records: Sequence[RunRecord]) -> list[list[tuple[str, str]]]:
+    """Per run, the (field, value) pairs that tell it from the others: its scenario when the scenarios differ;
+    among runs of one scenario, the sweep parameters that differ, else the stack fields (``--set`` values end up
+    there), then seed, source, clock and device.  Empty for a run nothing tells apart (or a run alone)."""
+    out: list[list[tuple[str, str]]] = [[] for _ in records]
+    if len(records) < 2:
+        return out
+    if len({r.scenario for r in records}) > 1:
+        for i, r in enumerate(records):
+            out[i].append(("scenario", r.scenario))
+    groups: dict[str, list[int]] = {}
+    for i, r in enumerate(records):
+        groups.setdefault(r.scenario, []).append(i)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        recs = [records[i] for i in members]
+        sweep = [_sweep_params(r) for r in recs]
+        varied = _differing(sweep)
+        if varied:
+            facts = [{k: s.get(k, "–") for k in varied} for s in sweep]
+        else:
+            fields = stack_fields([r.stack for r in recs])
+            facts = [{k: f.get(k, "–") for k in _differing(fields)} for f in fields]
+        other = [{"seed": str(r.seed), "source": r.source, "clock": r.clock, "device": _device(r)} for r in recs]
+        for k in _differing(other):
+            for f, o in zip(facts, other):
+                f[k] = o[k]
+        for i, f in zip(members, facts):
+            out[i] += list(f.items())
+    return out
+
+
+def short_keys(keys: Sequence[str]) -> dict[str, str]:
+    """Each dotted key by its shortest tail that no other key ends with: ``sd.bus.clock_hz`` -> ``clock_hz``."""
+    out = {}
+    for k in keys:
+        parts = k.split(".")
+        for n in range(1, len(parts) + 1):
+            tail = ".".join(parts[-n:])
+            if not any(o != k and (o == tail or o.endswith("." + tail)) for o in keys):
+                break
+        out[k] = tail
+    return out
+
+
+def fact_text(key: str, value: str) -> str:
+    if key == "scenario":
+        return value
+    v = value if len(value) <= MAX_VALUE else value[:MAX_VALUE - 1] + "…"
+    return f"{key} {v}" if key in ("seed", "source", "clock", "device") else f"{key}={v}"
+
+
+def run_labels(names: Sequence[str], records: Sequence[RunRecord]) -> list[str]:
+    """A legend name per run: its name (``#12``) and what differs (:func:`differences`), at most
+    :data:`MAX_FACTS` facts."""
+    diffs = differences(records)
+    short = short_keys(list(dict.fromkeys(k for d in diffs for k, _ in d if k != "scenario")))
+    out = []
+    for name, d in zip(names, diffs):
+        shown = [fact_text(short.get(k, k), v) for k, v in d[:MAX_FACTS]]
+        more = f" +{len(d) - MAX_FACTS} more" if len(d) > MAX_FACTS else ""
+        out.append(f"{name} {', '.join(shown)}{more}" if shown else name)
+    return out
