@@ -51,6 +51,9 @@ def profile_sections(stack: dict[str, Any]) -> dict[str, dict[str, Any]]:
                            ("flash.chip", flash.get("chip")), ("flash.host", flash.get("host"))):
         if isinstance(table, dict):
             out[section] = table
+            for name, block in table.items():  # a block the profile embeds (stdio): its cycles at the same clock
+                if isinstance(block, dict) and name not in ("fit_rel_sd", "unfitted"):
+                    out[f"{section}.{name}"] = {"cpu_hz": table.get("cpu_hz"), **block}
     return out
 
 
@@ -103,7 +106,8 @@ class Price:
     """A charge above the drivers: ``mult`` units of field ``field`` of the profile in role ``section``.
 
     ``section``: "sd.host", "sd.card", "flash.host" or "flash.chip".  The field's unit is its name's suffix
-    (``_cycles`` at the profile's ``cpu_hz``, ``_us``, ``_ms``); ``field = "cpu_hz"`` prices ``mult`` cycles of a
+    (``_cycles`` at the profile's ``cpu_hz``, ``_per_byte`` cycles per byte with ``mult`` in bytes, ``_us``,
+    ``_ms``); a dotted field names a field of a block the profile embeds (``stdio.lock_cycles``); ``field = "cpu_hz"`` prices ``mult`` cycles of a
     figure that is not a profile field (a scenario's own cycle count) at the profile's CPU clock."""
 
     section: str
@@ -118,12 +122,15 @@ class Price:
         return self.name or f"{self.section}.{self.field}"
 
     def ns(self, profile: Any) -> float:
-        """The charge in ns with ``profile``'s values."""
+        """The charge in ns with ``profile``'s values (``field`` may name a field of a block the profile embeds,
+        "stdio.lock_cycles"; cycles run at the profile's own ``cpu_hz``)."""
         name = self.field
         if name == "cpu_hz":
             return self.mult * 1e9 / profile.cpu_hz
-        value = getattr(profile, name)
-        if name.endswith("_cycles"):
+        value = profile
+        for part in name.split("."):
+            value = getattr(value, part)
+        if name.endswith("_cycles") or name.endswith("_per_byte"):  # _per_byte: cycles per byte, mult in bytes
             return self.mult * value * 1e9 / profile.cpu_hz
         if name.endswith("_us"):
             return self.mult * value * 1e3

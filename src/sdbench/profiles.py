@@ -2,6 +2,8 @@
 or a user's file given by path.  One loader serves hosts, cards and flash chips."""
 from __future__ import annotations
 
+import typing
+from dataclasses import is_dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
@@ -72,5 +74,9 @@ def load(cls: type[T], folder: str, name: str, overrides: dict[str, Any] | None 
     table = load_table(folder, name, base_dir, what=what)
     if overrides is not None and not isinstance(overrides, dict):
         raise ConfigError(f"{what} {name}: overrides must be a table, got {overrides!r:.60}")
-    table.update(overrides or {})
+    blocks = {k for k, t in typing.get_type_hints(cls).items() if is_dataclass(t)}
+    for key, value in (overrides or {}).items():  # a block's override changes what it names, not the whole block
+        held = table.get(key)
+        merge = key in blocks and isinstance(held, dict) and isinstance(value, dict)
+        table[key] = {**held, **value} if merge else value
     return from_mapping(cls, table, f"{what} {name}")

@@ -274,6 +274,61 @@ class FileSystem(ABC):
             raise FileSystemError(f"{self.kind}: not mounted")
 
 
+class FileSystemWrapper(FileSystem):
+    """A FileSystem around another (``inner``): every call passes through; subclasses change ``_open`` (and
+    what they charge)."""
+
+    def __init__(self, inner: FileSystem) -> None:
+        super().__init__(inner.device)
+        self.inner = inner
+        self.kind = inner.kind
+        self.has_directories = inner.has_directories
+
+    def _format(self) -> None:
+        self.inner.format()
+
+    def _mount(self) -> None:
+        self.inner.mount()
+
+    def _crash(self) -> None:
+        self.inner.crash()
+
+    def _unmount(self) -> None:
+        self.inner.unmount()
+
+    def _open(self, path: str, mode: str) -> File:
+        return self.inner.open(path, mode)
+
+    def _stat(self, path: str) -> FileStat:
+        return self.inner.stat(path)
+
+    def _remove(self, path: str) -> None:
+        self.inner.remove(path)
+
+    def _listdir(self, path: str) -> list[str]:
+        return self.inner.listdir(path)
+
+    def _mkdir(self, path: str) -> None:
+        self.inner.mkdir(path)
+
+    def _rename(self, old: str, new: str) -> None:
+        self.inner.rename(old, new)
+
+    def supports(self, op: str) -> bool:
+        return self.inner.supports(op)
+
+    def describe(self) -> dict[str, Any]:
+        return self.inner.describe()
+
+
+def bare(fs: FileSystem) -> FileSystem:
+    """The filesystem inside its wrappers (CostedFileSystem, StdioFileSystem: each holds the one it wraps as
+    ``inner``)."""
+    while isinstance(getattr(fs, "inner", None), FileSystem):
+        fs = fs.inner  # type: ignore[attr-defined]
+    return fs
+
+
 def _overrides(cls: type, base: type, name: str) -> bool:
     return getattr(cls, name) is not getattr(base, name)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..clock import VirtualClock
 from ..ledger import Price
-from .base import File, FileStat, FileSystem
+from .base import File, FileSystem, FileSystemWrapper
 
 
 class CostedFile(File):
@@ -51,55 +51,23 @@ class CostedFile(File):
         self.inner.close()
 
 
-class CostedFileSystem(FileSystem):
+class CostedFileSystem(FileSystemWrapper):
     file_class = CostedFile
 
     def __init__(self, inner: FileSystem, clock: VirtualClock, call_ns: float, open_ns: float = 0.0, *,
                  call_price: Price | None = None, open_price: Price | None = None) -> None:
         """``call_price``/``open_price``: the profile fields ``call_ns``/``open_ns`` come from (for re-pricing;
         None: a time no profile field sets)."""
-        super().__init__(inner.device)
-        self.inner, self.clock, self.call_ns, self.open_ns = inner, clock, call_ns, open_ns
+        super().__init__(inner)
+        self.clock, self.call_ns, self.open_ns = clock, call_ns, open_ns
         self.call_price, self.open_price = call_price, open_price
-        self.kind = inner.kind
-        self.has_directories = inner.has_directories
 
     def charge(self) -> None:
         self.clock.advance_priced(self.call_ns, "host", self.call_price)
 
-    def _format(self) -> None:
-        self.inner.format()
-
-    def _mount(self) -> None:
-        self.inner.mount()
-
-    def _crash(self) -> None:
-        self.inner.crash()
-
-    def _unmount(self) -> None:
-        self.inner.unmount()
-
     def _open(self, path: str, mode: str) -> File:
         self.clock.advance_priced(self.open_ns, "host", self.open_price)
         return CostedFile(self, self.inner.open(path, mode))
-
-    def _stat(self, path: str) -> FileStat:
-        return self.inner.stat(path)
-
-    def _remove(self, path: str) -> None:
-        self.inner.remove(path)
-
-    def _listdir(self, path: str) -> list[str]:
-        return self.inner.listdir(path)
-
-    def _mkdir(self, path: str) -> None:
-        self.inner.mkdir(path)
-
-    def _rename(self, old: str, new: str) -> None:
-        self.inner.rename(old, new)
-
-    def supports(self, op: str) -> bool:
-        return self.inner.supports(op)
 
     def describe(self) -> dict[str, Any]:
         d = self.inner.describe()

@@ -20,6 +20,7 @@ from ..fs.costed import CostedFileSystem
 from ..fs.fat import FatFileSystem
 from ..fs.hostdir import open_directory
 from ..fs.littlefs import LittleFsFileSystem
+from ..fs.stdio import StdioHost
 from ..ledger import Price
 from ..media.base import BlockDevice, bottom
 from ..media.faults import FaultDevice
@@ -99,6 +100,7 @@ def _build(sc: Any, devices: list[BlockDevice], recording: Any) -> Built:
     sd_dev = None
     factories: dict[str, Callable[[], Any]] = {}
     counters: dict[str, tuple[BlockDevice, ...]] = {}
+    hosts: dict[str, StdioHost] = {}
     faults: dict[str, FaultDevice] = {}
 
     def fault_wrap(section: str) -> Callable[[BlockDevice], BlockDevice] | None:
@@ -140,6 +142,7 @@ def _build(sc: Any, devices: list[BlockDevice], recording: Any) -> Built:
         factories["sd_fatfs"] = lambda: FatFileSystem(dev, fat_cfg)
         factories["sd_littlefs"] = lambda: LittleFsFileSystem(dev, lfs_cfg)
         if host is not None and isinstance(clock, VirtualClock):
+            hosts.update({part: StdioHost("sd.host", host) for part in ("sd_fatfs", "sd_littlefs")})
             # the host's VFS/filesystem software time per read()/write() call
             call_ns = host.cycles_ns(host.fs_call_cycles)
             open_ns = host.cycles_ns(host.fs_open_cycles)
@@ -161,13 +164,16 @@ def _build(sc: Any, devices: list[BlockDevice], recording: Any) -> Built:
         stack["flash"] = meta
         flash_raw = getattr(flash_target, "raw_device", None)
         factories.update(getattr(flash_target, "fs_factories", {}))
+        flash_host = getattr(flash_target, "host", None)
+        if flash_host is not None:
+            hosts.update({part: StdioHost("flash.host", flash_host) for part in flash_target.fs_factories})
         counters.update(getattr(flash_target, "counter_devices", {}))
     if sc.directory:
         dir_fs = open_directory(sc.directory, drop_caches=sc.directory_drop_caches)
         stack["dir"] = dir_fs.describe()
         factories["dir"] = lambda: dir_fs
     target = Target(sd_device=sd_dev, flash_raw_device=flash_raw, fs_factories=factories,
-                    counter_devices=counters)
+                    counter_devices=counters, hosts=hosts, clock=clock)
     built = Built(target, clock, stack, devices, faults=faults)
     for section, fault_dev in faults.items():
         stack.setdefault(section, {})["faults"] = to_mapping(fault_dev.config)

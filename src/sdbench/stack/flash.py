@@ -77,6 +77,8 @@ class FlashTarget:
                  medium_wrap: Callable[[BlockDevice], BlockDevice] | None = None) -> None:
         chip_prof = load_chip_profile(_path(cfg.chip, base_dir), cfg.chip_params or None)
         host = load_esp_flash_host(_path(cfg.host, base_dir), cfg.host_params or None)
+        #: the esp_flash host profile: the MCU that runs the filesystems (their stdio costs too)
+        self.host = host
         self.chip = NorFlashChip(chip_prof, clock, NorChipConfig(seed=seed, timing=cfg.timing))
         whole = Esp32FlashDriver(self.chip, host)
         if cfg.partition_offset_bytes + cfg.partition_size_bytes > chip_prof.capacity_bytes:

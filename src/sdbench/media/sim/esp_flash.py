@@ -58,7 +58,8 @@ from ...options import from_mapping, opt, to_mapping
 from ..base import BlockDevice, Geometry
 from ..wl import WearLevelling, WlConfig
 from .card import MAX_TIME_US
-from .host import DESCRIPTION_RETIRED, check_text_fields, host_metadata, mhz_text
+from .host import DESCRIPTION_RETIRED, STDIO_HELP, check_text_fields, host_metadata, mhz_text
+from .newlib import NewlibStdio
 from .nor import (ADDR_BITS, BLOCK64_BYTES, CMD_CLOCKS, READ_MODES, RDSR_CLOCKS, SECTOR_BYTES, FlashChipProfile,
                   NorChipConfig, NorFlashChip, load_chip_profile)
 
@@ -114,6 +115,8 @@ class EspFlashHostProfile:
     max_flash_clock_hz: int = opt(0, unit="Hz", min=0,
                                   help="highest SPI1 flash clock the host can set (ESP32: 80 MHz); a faster "
                                        "flash_clock_hz is refused; 0 = no limit")
+    # newlib's FILE layer above the VFS (fopen/fprintf/fgetc): one block of its own, see media/sim/newlib.py
+    stdio: NewlibStdio = opt(factory=NewlibStdio, help=STDIO_HELP)
     fit_rel_sd: dict[str, float] = opt(factory=dict, help=FIT_REL_SD_HELP)
     unfitted: dict[str, float] = opt(factory=dict, help=UNFITTED_HELP)
 

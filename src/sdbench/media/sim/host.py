@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from ...errors import ConfigError
 from ...options import opt, to_mapping
 from ...profiles import FIT_REL_SD_HELP, UNFITTED_HELP, check_fit_rel_sd
+from .newlib import NewlibStdio
 
 DRIVERS = ("sdmmc", "sdspi", "p2spi", "generic", "sdfat-spi", "sdio")
 #: sdfat-spi, sdio: which multi-block transfers stay open for the next request at the following LBA
@@ -34,6 +35,8 @@ MAX_CYCLES_PER_BYTE = 1_000_000.0
 #: when the parameter it repeats is overridden, so clocks come from the parameters only
 CLOCK_FIGURE = re.compile(r"\d(?:[\d_.,]*\d)?\s*[kmg]?hz\b", re.IGNORECASE)
 #: what a host profile's old free-text ``description`` became (options.from_mapping names it on refusal)
+#: help of the ``stdio`` block host profiles embed
+STDIO_HELP = "newlib stdio (fopen/fprintf/fgetc) here: per-call CPU costs, FILE buffer size (docs/stdio.md)"
 DESCRIPTION_RETIRED = ("write the MCU or board in mcu and the driver and its build in software, without clock "
                        "figures; the description is composed from them and the profile's clock parameters")
 
@@ -119,6 +122,8 @@ class HostProfile:
                               "watching DAT0")
     status_before_transfer: bool = opt(False, help="sdio: one CMD13 before each CMD17/CMD18/CMD24/CMD25 (SdFat's Teensy "
                                                    "SDIO driver)")
+    # newlib's FILE layer above the VFS (fopen/fprintf/fgetc): one block of its own, see media/sim/newlib.py
+    stdio: NewlibStdio = opt(factory=NewlibStdio, help=STDIO_HELP)
     fit_rel_sd: dict[str, float] = opt(factory=dict, help=FIT_REL_SD_HELP)
     unfitted: dict[str, float] = opt(factory=dict, help=UNFITTED_HELP)
 

@@ -23,6 +23,9 @@ def load_options(table: dict[str, Any]) -> WorkloadConfig:
     if not isinstance(table, dict):
         raise ConfigError(f"[workload] must be a table, not {table!r:.60}")
     cfg = from_mapping(WorkloadConfig, {k: v for k, v in table.items() if k != "steps"}, "workload")
+    if "stdio" in table and "api" not in table:  # an api given as posix (--set) leaves the table unused
+        raise ConfigError("workload.stdio: set without workload.api = \"stdio\" (the stdio options apply to that "
+                          "api only)")
     if "steps" in table:
         items = table["steps"]
         if not isinstance(items, list) or not items:

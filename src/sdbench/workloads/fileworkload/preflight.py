@@ -7,16 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ...errors import ConfigError
-from ...fs.base import OPTIONAL_OPS, FileSystem
+from ...fs.base import OPTIONAL_OPS, bare
 from .loading import config_of
 from .model import check
-
-
-def bare(fs: FileSystem) -> FileSystem:
-    """The filesystem inside CostedFileSystem wrappers (a directory's cleanup, SPIFFS' options)."""
-    while isinstance(getattr(fs, "inner", None), FileSystem):
-        fs = fs.inner  # type: ignore[attr-defined]
-    return fs
 
 
 def preflight(sc: Any, built: Any, capacity: Callable[[str], int | None]) -> None:
@@ -29,7 +22,7 @@ def preflight(sc: Any, built: Any, capacity: Callable[[str], int | None]) -> Non
         raise ConfigError(f"workload.part = {part}: this stack has no such filesystem (it has: "
                           f"{', '.join(sorted(have)) or 'none'})")
     plan = check(cfg, part)  # again: --dir / --device may have changed the part
-    fs = built.target.make_fs(part)
+    fs = built.target.make_fs(part, cfg.api, cfg.stdio, where="workload.api")
     for k, s in enumerate(cfg.steps):
         if s.op == "mkdir" and not fs.has_directories:
             continue  # skipped with a warning when it runs

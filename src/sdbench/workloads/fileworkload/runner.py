@@ -7,6 +7,8 @@ from typing import Any
 
 from ...errors import ConfigError, FileSystemError, SdbenchError
 from ...fs.base import FileSystem
+from ...fs.stdio import StdioFileSystem
+from ...options import to_mapping
 from ...records import Row
 from ...runner import Context
 from .loading import config_of
@@ -21,15 +23,17 @@ def run(sc: Any, built: Any, ctx: Context) -> Iterator[Row]:
     """Run the steps ``repeat`` times; yields each step's row after its last run."""
     cfg = config_of(sc)
     part = cfg.part
-    fs = built.target.make_fs(part)
+    fs = built.target.make_fs(part, cfg.api, cfg.stdio, where="workload.api")
     kind = flavour(part)
     devs = built.target.devices_for(part, fs.device)
     pattern = Pattern(sc.seed)
     rows: dict[int, StepRun] = {}
     summary: list[dict[str, Any]] = []
-    built.metadata["workload"] = {"part": part, "filesystem": fs.kind, "repeat": cfg.repeat,
+    built.metadata["workload"] = {"part": part, "filesystem": fs.kind, "repeat": cfg.repeat, "api": cfg.api,
                                   "sample": "one repetition of a step (a file step: open ... close)",
                                   "steps": summary}
+    if isinstance(fs, StdioFileSystem):
+        built.metadata["workload"]["stdio"] = {**to_mapping(cfg.stdio), "file_buffer_bytes": fs.buffer_bytes()}
     warned: set[tuple[int, str]] = set()
 
     def skip(k: int, why: str) -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ...errors import ConfigError
 from ...fs.base import normpath
+from ...fs.stdio import API_HELP, APIS, StdioOptions
 from ...options import opt
 
 #: the filesystems of a stack a workload can run on (Target.fs_factories' keys)
@@ -72,6 +73,9 @@ class WorkloadConfig:
                            help="bytes per read() or write() call of steps without chunk_bytes")
     buf_addr: int = opt(DEFAULT_BUF_ADDR, unit="address", min=0,
                         help="simulated address of the caller's buffer (alignment matters to DMA drivers)")
+    api: str = opt("posix", choices=APIS, help=API_HELP)
+    stdio: StdioOptions = opt(factory=StdioOptions,
+                              help="api = stdio: the FILE buffer (setvbuf) and the C calls of a step's writes and reads")
     steps: tuple[StepConfig, ...] = opt(factory=_default_steps,
                                         help="the steps in order (default: format, mount, write, read, list, "
                                              "delete, unmount)")
