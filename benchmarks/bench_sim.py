@@ -1,69 +1,107 @@
-"""Simulation speed of the ESP-IDF protocol on the simulated targets, 100 runs per row.
+"""Simulation speed: the ESP-IDF protocol with ranges, validate, calibrate and the power-loss matrices.
 
-Targets: each half (the SD half: raw, FAT and LittleFS in both modes on the simulated ESP32 SDMMC target;
-the flash half: raw, FAT, SPIFFS, LittleFS on the simulated ESP32 SPI flash target) in at most 10 s wall in
-one process, and the whole protocol (both halves, as `sdbench run SD FLASH` runs them: side by side in one
-process per CPU) in at most 5 s: >= 500x faster than the board, whose run takes about 49 minutes.  Each is
-timed three times; the best counts (the machine's other load only slows down).  The halves one after the
-other in one process are shown too.
+Every figure is wall-clock seconds and the same normalised to the reference loop timed beside it
+(benchmarks/reference.py), with its target and the baseline the project had before its cost ledger and
+re-pricing (the same measurement, normalised the same way).  Targets:
+
+* the whole ESP-IDF perf_benchmark protocol (SD and flash halves, 100 runs) with the ranges every simulated
+  row carries: <= 5 s normalised, both halves one after the other in one process (baseline 14.3 s); side by
+  side in two processes, as `sdbench run SD FLASH` runs them, is shown too;
+* `sdbench validate` (every scenario of the measurement data, with ranges): <= 8 s (baseline 23.5 s);
+* `sdbench calibrate` of every fit group: <= 30 s;
+* both halves' power-loss matrices (>= 200 cuts per cell): <= 30 s together (baseline 96 s).
 """
 from __future__ import annotations
 
-import time
-
 import os
+import tempfile
+import time
+from pathlib import Path
+
+from reference import REFERENCE_S, reference_loop, timed
 
 from sdbench.protocols import run_scenario, run_scenarios
 from sdbench.scenarios import load
 
-TARGET_S = 10.0
-TOTAL_TARGET_S = 5.0
+HALVES = ("espidf-esp32-sdmmc4-40mhz", "espidf-esp32-spiflash")
 BOARD_S = 49 * 60.0
-REPEATS = 3
 
 
-def _time(name: str) -> tuple[float, float, int, int]:
-    sc = load(name, ["espidf.runs=100"])
-    walls = []
-    for _ in range(REPEATS):
-        t0 = time.perf_counter()
-        rec = run_scenario(sc, ranges=False)
-        walls.append(time.perf_counter() - t0)
-    wall = min(walls)
-    sim_s = sum(sum(r.samples_ms) for r in rec.rows) / 1e3
-    commands = sum(int(round(v * r.runs)) for r in rec.rows for v in r.commands.values())
-    return wall, sim_s, len(rec.rows), commands
+def _halves_serial() -> list:
+    return [run_scenario(load(n, ["espidf.runs=100"]), ranges=True) for n in HALVES]
 
 
-def _time_both(names: tuple[str, ...]) -> tuple[float, int]:
-    scs = [load(n, ["espidf.runs=100"]) for n in names]
-    workers = os.cpu_count() or 1
-    walls = []
-    for _ in range(REPEATS):
-        t0 = time.perf_counter()
-        recs = run_scenarios(scs, workers=workers)
-        walls.append(time.perf_counter() - t0)
+def _halves_side_by_side() -> list:
+    recs = run_scenarios([load(n, ["espidf.runs=100"]) for n in HALVES], workers=os.cpu_count() or 1, ranges=True)
     for r in recs:
         if not hasattr(r, "rows"):
             raise r
-    return min(walls), workers
+    return recs
+
+
+def _validate() -> int:
+    from sdbench.calibrate import load_measurements
+    from sdbench.validation import validate_rows
+
+    rows, _ = validate_rows(load_measurements())
+    return len(rows)
+
+
+def _calibrate() -> int:
+    from sdbench.calibrate import fit, groups, load_measurements, write_results
+
+    meas = load_measurements()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in groups():
+            write_results(fit(name, meas), Path(tmp))
+    return len(groups())
+
+
+def _powerloss() -> int:
+    from sdbench import powerloss as pl
+
+    cfg = pl.WorkloadConfig(cuts=200)
+    n = 0
+    for scenario, fs in (("espidf-esp32-sdmmc4-40mhz", ["fat", "littlefs", "raw"]),
+                         ("espidf-esp32-spiflash", ["fat", "littlefs", "spiffs", "raw"])):
+        cells = pl.cells(fs, list(pl.CACHES), ["none"])
+        results = pl.run_matrix(scenario, [], cells, cfg, workers=os.cpu_count() or 1)
+        n += len(results)
+    return n
+
+
+def _row(what: str, wall: float, norm: float, target: float | None, baseline: float | None) -> str:
+    verdict = "" if target is None else (f"<= {target:g} s: {'ok' if norm <= target else 'MISSED'}")
+    base = "" if baseline is None else f"{baseline:g} s ({baseline / norm:.1f}x faster)"
+    return f"| {what} | {wall:.2f} | {norm:.2f} | {verdict} | {base} |"
 
 
 def run() -> str:
-    lines = ["## Simulation speed: ESP-IDF perf_benchmark at 100 runs", "",
-             "| scenario | rows | wall s | target | simulated s (timed calls) | commands in timed calls |",
-             "|---|---:|---:|---|---:|---:|"]
-    serial = 0.0
-    names = ("espidf-esp32-sdmmc4-40mhz", "espidf-esp32-spiflash")
-    for name in names:
-        wall, sim_s, rows, cmds = _time(name)
-        serial += wall
-        verdict = "ok" if wall <= TARGET_S else "SLOW"
-        lines.append(f"| {name} | {rows} | {wall:.2f} | <= {TARGET_S:.0f} s: {verdict} | {sim_s:.1f} | {cmds:,} |")
-    total, workers = _time_both(names)
-    verdict = "ok" if total <= TOTAL_TARGET_S else "SLOW"
-    lines += ["", f"Whole protocol (both halves side by side, {workers} processes, as `sdbench run` runs two "
-                  f"scenarios): **{total:.2f} s** wall, {BOARD_S / total:,.0f}x faster than the board's run of about "
-                  f"49 minutes (target <= {TOTAL_TARGET_S:.0f} s: {verdict}).  One after the other in one process: "
-                  f"{serial:.2f} s ({BOARD_S / serial:,.0f}x).", ""]
+    ref = min(reference_loop() for _ in range(3))
+    lines = ["## Simulation speed: protocol with ranges, validate, calibrate, power-loss", "",
+             f"Reference loop: {ref:.3f} s now, {REFERENCE_S:.3f} s on the reference machine idle (normalised = "
+             f"wall x {REFERENCE_S:.3f} / the loop's time beside it).", "",
+             "| measurement | wall s | normalised s | target | baseline (before) |", "|---|---:|---:|---|---|"]
+    wall, norm, recs = timed(_halves_serial)
+    lines.append(_row("ESP-IDF protocol, both halves with ranges, one after the other", wall, norm, 5.0, 14.3))
+    cmds = sum(int(round(v * r.runs)) for rec in recs for r in rec.rows for v in r.commands.values())
+    wall2, norm2, _ = timed(_halves_side_by_side)
+    lines.append(_row(f"the same side by side ({os.cpu_count()} processes)", wall2, norm2, None, None))
+    for name in HALVES:
+        w, n, _ = timed(lambda name=name: run_scenario(load(name, ["espidf.runs=100"])))
+        lines.append(_row(f"{name}, central run only (no ranges)", w, n, None, None))
+    w, n, rows = timed(_validate, repeats=1)
+    lines.append(_row(f"sdbench validate ({rows} rows, with ranges)", w, n, 8.0, 23.5))
+    w, n, groups = timed(_calibrate, repeats=1)
+    lines.append(_row(f"sdbench calibrate, every fit group ({groups})", w, n, 30.0, None))
+    w, n, cells = timed(_powerloss, repeats=1)
+    lines.append(_row(f"power-loss matrices, both halves ({cells} cells, 200 cuts each)", w, n, 30.0, 96.0))
+    lines += ["", f"The protocol's {cmds:,} simulated commands take {BOARD_S / 60:.0f} minutes on the board; "
+                  f"simulated with ranges they take {norm:.1f} s normalised ({BOARD_S / norm:,.0f}x faster).", ""]
     return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    t = time.perf_counter()
+    print(run())
+    print(f"({time.perf_counter() - t:.0f} s)")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parent / "docs" / "performance.md"
+sys.path.insert(0, str(HERE))  # the benchmarks share reference.py
 
 
 def main(argv: list[str]) -> int:

@@ -13,6 +13,7 @@ from sdbench.calibrate import load_measurements
 from sdbench.cli import main
 from sdbench.protocols import run_scenario
 from sdbench.stack.cardpop import card_population
+from sdbench.stack.loaded import host_calibrated
 from sdbench.stack.sd import load_host
 from sdbench.validation import range_quantile
 
@@ -69,7 +70,7 @@ def test_a_stack_is_classed_by_what_is_uncalibrated_in_it():
     assert population.plan(scen.load(P2, ['sd.card="generic-sdhc"']), simulated=True).structural_class == "card"
     assert population.plan(scen.load("sdfat-bench-due-sdfat-spi"), simulated=True).structural_class == "both"
     # a fit group's host is calibrated with the cards fitted through it, though no field of its own is
-    assert population.host_calibrated("esp32-sdmmc") and not population.host_calibrated("due-sdfat-spi")
+    assert host_calibrated("esp32-sdmmc") and not host_calibrated("due-sdfat-spi")
 
 
 def test_the_shipped_ranges_carry_their_classs_structural_error():

@@ -38,10 +38,11 @@ from .calibrate import Measurement
 from .errors import SdbenchError
 from .media.sim.esp_flash import load_esp_flash_host
 from .media.sim.nor import load_chip_profile
-from .population import Z90, error_kind, host_calibrated, is_fitted
+from .population import Z90, error_kind
 from .protocols import run_scenario
 from .records import Row
 from .stack.cardpop import card_population
+from .stack.loaded import host_calibrated, is_fitted
 from .stack.sd import load_card, load_host
 from .validation import FACTOR, compare_row, fitted_rows, range_quantile, row_group, TRAIN_PREDICTION
 

@@ -53,19 +53,18 @@ import math
 import random
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Callable
 
 from . import profiles
 from .errors import ConfigError
 from .media.sim.card import NOT_TIMING, CardProfile
-from .media.sim.esp_flash import load_esp_flash_host
-from .media.sim.nor import load_chip_profile
 from .options import apply_overrides
 from .records import Row
 from .scenarios import Scenario
 from .stack.cardpop import card_population
-from .stack.sd import forget_population, load_card, load_host, population_held, spread_values
+from .stack.loaded import LoadedProfile, stack_profiles
+from .stack.loaded import forget as forget_loaded
+from .stack.sd import forget_population
 from .workloads.registry import protocol
 
 #: the band a range spans: 10th to 90th percentile of the members
@@ -121,101 +120,13 @@ class Plan:
     structural_class: str = "neither"
 
 
-@dataclass(frozen=True)
-class _Profile:
-    """A profile of the scenario's stack, loaded with the scenario's overrides."""
-
-    section: str      # "sd" or "flash"
-    params: str       # the scenario's override table: card_params, host_params, chip_params
-    kind: str         # card, host, flash chip, flash host
-    name: str         # as the scenario names it
-    value: Any        # the loaded profile
-    fitted: bool      # `sdbench calibrate` wrote it
-    held: tuple[str, ...] = ()  # fields taken from the population (population_held)
-
-    @property
-    def calibrated(self) -> bool:
-        return self.fitted or bool(self.value.fit_rel_sd)
-
-    @property
-    def title(self) -> str:
-        return f"{self.kind} {self.name}"
-
-
-def _resolve(name: str, base_dir: Path | None) -> Path:
-    """A profile file a scenario names (``*.toml``), relative to the scenario's folder."""
-    p = Path(name)
-    return p if p.is_absolute() or base_dir is None else base_dir / p
-
-
-def is_fitted(folder: str, name: str, base_dir: Path | None = None) -> bool:
-    """Whether `sdbench calibrate` wrote profile ``name`` (its header says so), as ``sdbench list`` tells."""
-    try:
-        if name.endswith(".toml"):
-            text = _resolve(name, base_dir).read_text(encoding="utf-8", errors="replace")
-        else:
-            text = (profiles.DATA / folder / f"{name}.toml").read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
-    return FITTED_MARK in text
-
-
-@lru_cache(maxsize=1)
-def fit_group_hosts() -> frozenset[str]:
-    """The host profiles a shipped fit group names (``host`` in ``data/fits/<group>.toml``): the cards it fitted
-    were fitted through that host, so the pair is calibrated even where no field of the host itself is."""
-    import tomllib
-
-    out = set()
-    for p in sorted((profiles.DATA / "fits").iterdir(), key=lambda p: p.name):
-        if p.name.endswith(".toml") and p.name != "levels.toml":
-            try:
-                host = tomllib.loads(p.read_text(encoding="utf-8")).get("host")
-            except (OSError, tomllib.TOMLDecodeError):
-                continue
-            if isinstance(host, str):
-                out.add(host)
-    return frozenset(out)
-
-
-def host_calibrated(name: str, base_dir: Path | None = None) -> bool:
-    """Whether a host profile is calibrated: `sdbench calibrate` fitted fields of it, or a fit group fitted cards
-    through it."""
-    return is_fitted("hosts", name, base_dir) or (not name.endswith(".toml") and name in fit_group_hosts())
-
-
-def _stack_profiles(sc: Scenario) -> list[_Profile]:
-    """The timing profiles of a scenario's simulated media (none for real media)."""
-    base = sc.source_dir
-    out: list[_Profile] = []
-    if sc.sd and sc.sd.get("media") == "sim":
-        _, cfg = sc.media_config("sd")
-        card_over = dict(cfg.card_params)
-        if cfg.capacity_bytes:
-            card_over["capacity_bytes"] = cfg.capacity_bytes
-        held = population_held(profiles.load_table("cards", cfg.card, base, what="card profile"), card_over)
-        out.append(_Profile("sd", "card_params", "card", cfg.card, load_card(cfg.card, card_over, base),
-                            is_fitted("cards", cfg.card, base), held))
-        out.append(_Profile("sd", "host_params", "host", cfg.host, load_host(cfg.host, cfg.host_params, base),
-                            host_calibrated(cfg.host, base)))
-    if sc.flash and sc.flash.get("media") == "sim-nor":
-        _, cfg = sc.media_config("flash")
-        # as the flash target resolves them (sdbench.stack.flash)
-        chip = str(_resolve(cfg.chip, base)) if cfg.chip.endswith(".toml") else cfg.chip
-        host = str(_resolve(cfg.host, base)) if cfg.host.endswith(".toml") else cfg.host
-        out.append(_Profile("flash", "chip_params", "flash chip", cfg.chip,
-                            load_chip_profile(chip, cfg.chip_params or None), is_fitted("flash", cfg.chip, base)))
-        out.append(_Profile("flash", "host_params", "flash host", cfg.host,
-                            load_esp_flash_host(host, cfg.host_params or None), host_calibrated(cfg.host, base)))
-    return out
-
-
 def forget() -> None:
     """Drop every cached reading of the shipped profiles (the population, the model error): `sdbench
     calibrate` writing into the data folder changes them for the groups after."""
     shipped_population.cache_clear()
     _model_error_doc.cache_clear()
-    fit_group_hosts.cache_clear()
+    forget_loaded()
+    profiles.forget()
     forget_population()
 
 
@@ -243,7 +154,7 @@ def shipped_population() -> tuple[tuple[tuple[str, dict[str, Any]], ...], tuple[
 Z90 = 1.2815515655446004
 
 
-def _draw(profile: _Profile, z: Any) -> dict[str, Any]:
+def _draw(profile: LoadedProfile, z: Any) -> dict[str, Any]:
     """Every field ``profile.fit_rel_sd`` names at the log-normal quantile ``z()`` (median: the fitted value)."""
     out: dict[str, Any] = {}
     for name, rel_sd in sorted(profile.value.fit_rel_sd.items()):
@@ -260,20 +171,12 @@ def _slowness(card: dict[str, Any], fields_: tuple[str, ...], medians: dict[str,
     return sum(math.log1p(card[f] / medians[f]) for f in fields_ if medians[f] > 0)
 
 
-def _held_spans(card: _Profile | None) -> dict[str, tuple[float, ...]]:
-    """A calibrated card's fields held at the population's value that at least two fitted cards fitted -> their
-    values (:func:`sdbench.stack.sd.spread_values`)."""
-    if card is None or not card.calibrated:
-        return {}
-    spread = spread_values()
-    return {f: spread[f] for f in card.held if f in spread}
-
-
-def plan(sc: Scenario, *, simulated: bool) -> Plan:
-    """The members of scenario ``sc``'s uncertainty (see the module's docstring)."""
+def plan(sc: Scenario, *, simulated: bool, profiles_: tuple[LoadedProfile, ...] | None = None) -> Plan:
+    """The members of scenario ``sc``'s uncertainty (see the module's docstring); ``profiles_``: its stack's
+    profiles as the run loaded them (``Built.profiles``), else they are loaded here."""
     if not simulated:
         return Plan("none", reason="measured on real media: the spread is in the per-call samples, not in a model")
-    profs = _stack_profiles(sc)
+    profs = stack_profiles(sc) if profiles_ is None else profiles_
     if not profs:
         return Plan("none", reason="no simulated card or flash chip in the stack")
     varied = [p for p in profs if p.value.fit_rel_sd]
@@ -304,7 +207,8 @@ def plan(sc: Scenario, *, simulated: bool) -> Plan:
             members.append(Member(name, over))
         return Plan("population", tuple(members), card=card.name, population=tuple(n for n, _ in ordered),
                     fields=fields_, varied=sigma, structural_class=klass)
-    spans = _held_spans(card)
+    # a calibrated card's held fields that at least two fitted cards fitted: their values
+    spans = card.spread if card is not None and card.calibrated else {}
     if varied or spans:
         def with_held(over: dict[tuple[str, str], dict[str, Any]], q: Callable[[str], float]) -> dict[
                 tuple[str, str], dict[str, Any]]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typing
 from dataclasses import is_dataclass
+import copy
+import functools
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
@@ -66,7 +68,25 @@ def load_table(folder: str, name: str, base_dir: Path | None = None, *, what: st
     res = DATA / folder / f"{name}.toml"
     if not is_shipped_name(name) or not res.is_file():
         raise ConfigError(f"unknown {what} {name!r:.60} (shipped: {', '.join(shipped(folder))})")
-    return parse_toml(res.read_text(), f"{folder}/{name}.toml")
+    return copy.deepcopy(_shipped_table(folder, name))
+
+
+@functools.lru_cache(maxsize=None)
+def shipped_text(folder: str, name: str) -> str:
+    """The text of shipped profile ``folder/name.toml``, read once (:func:`forget` after writing the data
+    folder)."""
+    return (DATA / folder / f"{name}.toml").read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=None)
+def _shipped_table(folder: str, name: str) -> dict[str, Any]:
+    return parse_toml(shipped_text(folder, name), f"{folder}/{name}.toml")
+
+
+def forget() -> None:
+    """Drop the shipped profiles read so far: `sdbench calibrate` writing into the data folder changes them."""
+    shipped_text.cache_clear()
+    _shipped_table.cache_clear()
 
 
 def load(cls: type[T], folder: str, name: str, overrides: dict[str, Any] | None = None,

@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from . import __version__, population
+from .stack.cardpop import card_population
 from .errors import SdbenchError
 from .ledger import Recording, compact
 from .options import to_mapping
@@ -54,23 +55,29 @@ def run_scenario(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
     without the structural error (cross-validation measures that).
     """
     if ranges:
-        recording = Recording() if _ranges_rerun_in_full(sc) else None
+        recording = Recording() if _ranges_may_run_in_full(sc) else None
+    loaded: list[tuple[Any, ...]] = []
     rec = _run_once(sc, progress=progress, listeners=listeners, on_row=on_row, on_built=on_built,
-                    recording=recording)
-    return with_ranges(sc, rec, workers=workers, recording=recording, structural=structural) if ranges else rec
+                    recording=recording, loaded_out=loaded)
+    if not ranges:
+        return rec
+    return with_ranges(sc, rec, workers=workers, recording=recording, structural=structural,
+                       profiles_=loaded[0] if loaded else None)
 
 
-def _ranges_rerun_in_full(sc: Scenario) -> bool:
-    """Whether the range of ``sc`` takes its members at the full runs (a protocol with few): then its central
-    run is recorded for re-pricing, rather than run again at the same runs."""
+def _ranges_may_run_in_full(sc: Scenario) -> bool:
+    """Whether the range of ``sc`` may take its members at the full runs (a protocol with few runs): then its
+    central run is recorded for re-pricing rather than run again at the same runs.  Told from the budget alone
+    (a fit's members or the card population's), before any profile is loaded."""
     spec = protocol(sc.protocol)
     if sc.clock_kind() != "virtual" or (spec.paced is not None and spec.paced(sc)):
         return False
     try:
-        pl = population.plan(sc, simulated=True)
+        sizes = {population.FIT_MEMBERS, len(card_population().cards)}
+        full = population.runs_of(sc)
+        return any(population.budget(sc, n)[0] == full for n in sizes)
     except SdbenchError:
         return False
-    return bool(pl.members) and population.budget(sc, len(pl.members))[0] == population.runs_of(sc)
 
 
 def run_scenarios(scs: list[Scenario], *, workers: int, ranges: bool = False,
@@ -103,11 +110,15 @@ def _scenario_job(job: tuple[int, Scenario, bool, int]) -> tuple[int, Any]:
 
 def _run_once(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
               on_row: Callable[[Row], None] | None = None,
-              on_built: Callable[[Built], None] | None = None, recording: Recording | None = None) -> RunRecord:
+              on_built: Callable[[Built], None] | None = None, recording: Recording | None = None,
+              loaded_out: list[tuple[Any, ...]] | None = None) -> RunRecord:
     """One run of ``sc``; ``recording``: what its driver models were asked and what was charged above them
-    (sdbench.ledger), for re-pricing."""
+    (sdbench.ledger), for re-pricing; ``loaded_out`` receives the stack's profiles as the build loaded them
+    (``Built.profiles``), for the range."""
     spec = protocol(sc.protocol)
     built = sc.build(recording)
+    if loaded_out is not None:
+        loaded_out.append(built.profiles)
     try:
         # refuse what cannot fit before the run begins (before on_built, so a refused run is never stored)
         spec.preflight(sc, built)
@@ -150,13 +161,14 @@ def _run_once(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
 
 
 def with_ranges(sc: Scenario, rec: RunRecord, *, workers: int = 1, recording: Recording | None = None,
-                structural: bool = True) -> RunRecord:
+                structural: bool = True, profiles_: tuple[Any, ...] | None = None) -> RunRecord:
     """``rec`` (the full run of ``sc``) with the range of each simulated row and ``metadata["range"]``: the
     parameters' spread (:func:`_param_ranges`) widened by the structural error `sdbench calibrate
     --model-error` recorded for what is uncalibrated in the stack (:func:`sdbench.population.structural_error`,
     :func:`sdbench.population.widen`; not with ``structural=False``).  ``recording``: of the run that made
-    ``rec`` (sdbench.ledger), when there is one, to re-price the members from at the full runs."""
-    out = _param_ranges(sc, rec, workers, recording)
+    ``rec`` (sdbench.ledger), when there is one, to re-price the members from at the full runs; ``profiles_``:
+    the stack's profiles as that run loaded them (else they are loaded again)."""
+    out = _param_ranges(sc, rec, workers, recording, profiles_)
     if rec.clock != "virtual" or not structural:
         return out
     klass = out.metadata.get("range", {}).get("structural_class", "neither")
@@ -232,7 +244,8 @@ def _member_rows(reduced: Scenario, runs_reduced: bool, full_rows: tuple[Row, ..
     return central, results, pricing
 
 
-def _param_ranges(sc: Scenario, rec: RunRecord, workers: int = 1, recording: Recording | None = None) -> RunRecord:
+def _param_ranges(sc: Scenario, rec: RunRecord, workers: int = 1, recording: Recording | None = None,
+                  profiles_: tuple[Any, ...] | None = None) -> RunRecord:
     """``rec`` with the range of each simulated row from its parameters' spread and ``metadata["range"]``.
 
     The central figures stay as they are.  The central scenario and every member then run with the protocol's
@@ -241,7 +254,7 @@ def _param_ranges(sc: Scenario, rec: RunRecord, workers: int = 1, recording: Rec
     A member that cannot run (a profile value the model refuses) is left out and named in the metadata.
     """
     lo_p, hi_p = population.PERCENTILES
-    pl = population.plan(sc, simulated=rec.clock == "virtual")
+    pl = population.plan(sc, simulated=rec.clock == "virtual", profiles_=profiles_)
     info: dict[str, Any] = {"method": pl.method, "percentiles": [lo_p, hi_p], "structural_class": pl.structural_class}
     if not pl.members:
         info["reason"] = pl.reason

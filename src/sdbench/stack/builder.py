@@ -50,6 +50,9 @@ class Built:
     #: the fault wrappers on the media ([sd.faults], [flash.faults]) by section: a power-loss run cuts, powers
     #: on and remounts through them
     faults: dict[str, FaultDevice] = field(default_factory=dict)
+    #: the simulated media's profiles, loaded once for the run (sdbench.stack.loaded): the range code takes
+    #: them from here
+    profiles: tuple[Any, ...] = ()
 
     def close(self) -> None:
         for d in self.devices:
@@ -102,6 +105,7 @@ def _build(sc: Any, devices: list[BlockDevice], recording: Any) -> Built:
     counters: dict[str, tuple[BlockDevice, ...]] = {}
     hosts: dict[str, StdioHost] = {}
     faults: dict[str, FaultDevice] = {}
+    loaded: tuple[Any, ...] = ()
 
     def fault_wrap(section: str) -> Callable[[BlockDevice], BlockDevice] | None:
         """The medium of ``section`` inside its fault wrapper, when the scenario has one."""
@@ -117,7 +121,9 @@ def _build(sc: Any, devices: list[BlockDevice], recording: Any) -> Built:
     if sc.sd:
         kind, cfg = sc.media_config("sd")
         sd_wrap = fault_wrap("sd")
-        sd_dev, meta = MEDIA[kind].build(cfg, sc, clock)
+        loaded_sd = MEDIA[kind].profiles(cfg, sc.source_dir) if MEDIA[kind].profiles else ()
+        loaded += loaded_sd
+        sd_dev, meta = MEDIA[kind].build(cfg, sc, clock, **({"loaded": loaded_sd} if loaded_sd else {}))
         devices.append(sd_dev)
         sd_parts = meta.pop("parts", None)
         host = getattr(sd_dev, "host", None)
@@ -157,7 +163,10 @@ def _build(sc: Any, devices: list[BlockDevice], recording: Any) -> Built:
         flash_wrap = fault_wrap("flash")
         if flash_wrap is not None and not MEDIA[kind].wraps_medium:
             raise ConfigError(f"flash.faults: media {kind} has no medium to wrap")
-        more = {"medium_wrap": flash_wrap} if flash_wrap is not None else {}
+        more: dict[str, Any] = {"medium_wrap": flash_wrap} if flash_wrap is not None else {}
+        if MEDIA[kind].profiles:
+            more["loaded"] = MEDIA[kind].profiles(cfg, sc.source_dir)
+            loaded += more["loaded"]
         flash_target, meta = MEDIA[kind].build(cfg, sc, clock, **more)
         # flash builders return a FlashTarget-like object with the parts' devices and factories
         devices.append(flash_target)  # type: ignore[arg-type]
@@ -174,7 +183,7 @@ def _build(sc: Any, devices: list[BlockDevice], recording: Any) -> Built:
         factories["dir"] = lambda: dir_fs
     target = Target(sd_device=sd_dev, flash_raw_device=flash_raw, fs_factories=factories,
                     counter_devices=counters, hosts=hosts, clock=clock)
-    built = Built(target, clock, stack, devices, faults=faults)
+    built = Built(target, clock, stack, devices, faults=faults, profiles=loaded)
     for section, fault_dev in faults.items():
         stack.setdefault(section, {})["faults"] = to_mapping(fault_dev.config)
     if sc.sd:

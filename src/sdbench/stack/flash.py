@@ -74,9 +74,12 @@ class FlashTarget:
     kind = "sim-nor-target"
 
     def __init__(self, cfg: SimFlashConfig, clock: VirtualClock, seed: int, base_dir: Any = None,
-                 medium_wrap: Callable[[BlockDevice], BlockDevice] | None = None) -> None:
-        chip_prof = load_chip_profile(_path(cfg.chip, base_dir), cfg.chip_params or None)
-        host = load_esp_flash_host(_path(cfg.host, base_dir), cfg.host_params or None)
+                 medium_wrap: Callable[[BlockDevice], BlockDevice] | None = None, loaded: Any = None) -> None:
+        if loaded is not None:  # the chip and host the stack builder loaded (sdbench.stack.loaded)
+            chip_prof, host = loaded[0].value, loaded[1].value
+        else:
+            chip_prof = load_chip_profile(_path(cfg.chip, base_dir), cfg.chip_params or None)
+            host = load_esp_flash_host(_path(cfg.host, base_dir), cfg.host_params or None)
         #: the esp_flash host profile: the MCU that runs the filesystems (their stdio costs too)
         self.host = host
         self.chip = NorFlashChip(chip_prof, clock, NorChipConfig(seed=seed, timing=cfg.timing))
@@ -162,8 +165,9 @@ def _spiffs_factory(partition: BlockDevice, table: dict[str, Any]) -> Callable[[
 
 
 def build_sim_flash(cfg: SimFlashConfig, scenario: Any, clock: Any,
-                    medium_wrap: Callable[[BlockDevice], BlockDevice] | None = None) -> tuple[FlashTarget, dict[str, Any]]:
+                    medium_wrap: Callable[[BlockDevice], BlockDevice] | None = None,
+                    loaded: Any = None) -> tuple[FlashTarget, dict[str, Any]]:
     if not isinstance(clock, VirtualClock):
         raise InternalError("simulated media need the virtual clock (the stack builder makes one)")
-    t = FlashTarget(cfg, clock, scenario.seed, getattr(scenario, "source_dir", None), medium_wrap)
+    t = FlashTarget(cfg, clock, scenario.seed, getattr(scenario, "source_dir", None), medium_wrap, loaded)
     return t, t.meta

@@ -18,6 +18,7 @@ from ..media.base import BlockDevice, Geometry
 from ..media.memory import MemoryDevice
 from ..media.realtarget import open_device, open_image
 from .flash import SimFlashConfig, build_sim_flash
+from .loaded import flash_profiles, sd_profiles
 from .sd import SimSdConfig, build_sim_sd
 from ..options import opt, to_mapping
 
@@ -100,13 +101,17 @@ class MediaKind:
     #: its builder takes ``medium_wrap`` and puts it around the medium inside (a flash target's partition);
     #: otherwise the device it returns is the medium
     wraps_medium: bool = False
+    #: simulated media: (config, scenario folder) -> the profiles it is built from, loaded once
+    #: (sdbench.stack.loaded); its builder takes them as ``loaded``
+    profiles: Callable[[Any, Path | None], tuple[Any, ...]] | None = None
 
 
 #: media kinds: the ``media`` key of [sd] or [flash]
 MEDIA: dict[str, MediaKind] = {
     "memory": MediaKind(MemoryMediaConfig, _build_memory, "wall", "sd"),
     "image": MediaKind(ImageMediaConfig, _build_image, "wall", "sd"),
-    "sim": MediaKind(SimSdConfig, build_sim_sd, "virtual", "sd"),
-    "sim-nor": MediaKind(SimFlashConfig, build_sim_flash, "virtual", "flash", wraps_medium=True),
+    "sim": MediaKind(SimSdConfig, build_sim_sd, "virtual", "sd", profiles=sd_profiles),
+    "sim-nor": MediaKind(SimFlashConfig, build_sim_flash, "virtual", "flash", wraps_medium=True,
+                         profiles=flash_profiles),
     "device": MediaKind(DeviceMediaConfig, _build_device, "wall", "sd"),
 }

@@ -98,18 +98,24 @@ class SimSdParts:
                             log_commands=self.log_commands)
 
 
-def sim_sd_parts(cfg: SimSdConfig, scenario: Any) -> SimSdParts:
-    base = getattr(scenario, "source_dir", None)
-    host = load_host(cfg.host, cfg.host_params, base)
-    card_over = dict(cfg.card_params)
-    if cfg.capacity_bytes:
-        card_over["capacity_bytes"] = cfg.capacity_bytes
-    card = load_card(cfg.card, card_over, base)
+def sim_sd_parts(cfg: SimSdConfig, scenario: Any, loaded: Any = None) -> SimSdParts:
+    """The card, host and bus of a simulated SD target; ``loaded``: the card and host the stack builder loaded
+    (:func:`sdbench.stack.loaded.sd_profiles`), else they are loaded here."""
+    if loaded is not None:
+        card, host = loaded[0].value, loaded[1].value
+    else:
+        base = getattr(scenario, "source_dir", None)
+        host = load_host(cfg.host, cfg.host_params, base)
+        card_over = dict(cfg.card_params)
+        if cfg.capacity_bytes:
+            card_over["capacity_bytes"] = cfg.capacity_bytes
+        card = load_card(cfg.card, card_over, base)
     return SimSdParts(host, card, cfg.bus, scenario.seed, cfg.log_commands)
 
 
-def build_sim_sd(cfg: SimSdConfig, scenario: Any, clock: Any) -> tuple[SdHostDriver, dict[str, Any]]:
-    parts = sim_sd_parts(cfg, scenario)
+def build_sim_sd(cfg: SimSdConfig, scenario: Any, clock: Any, loaded: Any = None) -> tuple[SdHostDriver,
+                                                                                           dict[str, Any]]:
+    parts = sim_sd_parts(cfg, scenario, loaded)
     dev = parts.driver(clock)
     meta = {"media": "sim", "host": host_metadata(parts.host), "bus": to_mapping(cfg.bus),
             "card": to_mapping(parts.card), "parts": parts}
