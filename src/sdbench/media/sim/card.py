@@ -205,6 +205,9 @@ class CardModel:
         self.merges = 0
         self.pauses = 0
         self.pause_ns_total = 0
+        #: bytes programmed into NAND: the host's data plus the pages merges copy (wear; a lower bound, as
+        #: NAND programs whole pages)
+        self.nand_programmed_bytes = 0
         if profile.initial_update_fill_bytes:
             st = self._open.setdefault(0, _AuState(pages=set()))
             st.used_bytes = profile.initial_update_fill_bytes
@@ -249,6 +252,7 @@ class CardModel:
         """Account a write in the update blocks; returns merge time in ns."""
         p = self.p
         cost = 0.0
+        self.nand_programmed_bytes += nbytes
         page = p.page_bytes
         first_page, last_page = offset // page, (offset + nbytes - 1) // page
         pages_per_au = p.au_bytes // page
@@ -302,6 +306,7 @@ class CardModel:
         written = st.pages or set()
         valid = self._valid_pages(au)
         copy_pages = len(valid - written)
+        self.nand_programmed_bytes += copy_pages * p.page_bytes
         valid |= written
         if st.sequential and len(written) == pages_per_au:
             return p.switch_merge_ms * 1e6  # switch merge: the update block becomes the data block
