@@ -79,11 +79,13 @@ class FileEvents:
 
 def write_log(cfg: LoggerConfig, fs: FileSystem, clock: Any, schedule: Schedule, pattern: bytes, call: Call, *,
               fresh: bool = True, on_start: Callable[[int], None] | None = None,
-              on_end: Callable[[], None] | None = None, events: FileEvents | None = None) -> tuple[int, int]:
+              on_end: Callable[[], None] | None = None, events: FileEvents | None = None,
+              on_file: Callable[[str, str], None] | None = None) -> tuple[int, int]:
     """One session on ``fs``: format it (``fresh``; a directory is never formatted), mount, open the first file
     (untimed set-up), then every record's write() at its time, syncs by the policy, rotations (deleting the
     oldest file of the ring), the final sync, close.  ``on_start(t0)`` when the log begins, ``on_end()`` after
-    its final sync (before the close).  Each write, sync
+    its final sync (before the close); ``on_file("closed", name)`` once a rotation's close returned and
+    ``on_file("deleting", name)`` before the ring removes a file.  Each write, sync
     and rotation goes through ``call``.  The writer waits for a record that is not due yet: on a virtual clock
     the wait advances it, on the wall clock it sleeps.  Returns (end of the log ns after t0, files created)."""
     n, r = cfg.records, cfg.record_bytes
@@ -131,7 +133,11 @@ def write_log(cfg: LoggerConfig, fs: FileSystem, clock: Any, schedule: Schedule,
 
                 def rotate() -> File:
                     f.close()
+                    if on_file is not None:
+                        on_file("closed", ev.names[-1])
                     if old is not None:
+                        if on_file is not None:
+                            on_file("deleting", old)
                         fs.remove(old)
                     return fs.open(nxt, "w")
 
