@@ -53,15 +53,17 @@ def test_a_log_across_allocation_units_sees_the_merge_and_its_nand_copies():
 
 
 def test_life_follows_the_rate_of_wear():
-    wear = {"medium": "sd card", "log_s": 10.0, "programmed_bytes": 2_000_000, "written_bytes": 1_000_000,
-            "medium_bytes": 1_000_000_000}
-    # 3000 cycles of 1 GB at 200 kB/s programmed
-    assert life_s(wear, Endurance(cycles=3000)) == pytest.approx(3000 * 1e9 / 2e5)
-    # 10 TB written by the host at 100 kB/s
-    assert life_s(wear, Endurance(tbw_bytes=1e13)) == pytest.approx(1e13 / 1e5)
-    nor = {"medium": "nor flash", "log_s": 10.0, "erases": 50, "erase_bytes": 4096, "medium_bytes": 4096 * 512}
-    assert life_s(nor, Endurance(cycles=100_000)) == pytest.approx(100_000 * 512 / 5.0)
-    assert life_s(wear, Endurance()) is None
+    wear = {"medium": "sd card", "logged_bytes": 1_000_000, "programmed_bytes": 2_000_000,
+            "written_bytes": 1_100_000, "medium_bytes": 1_000_000_000}
+    # 3000 cycles of 1 GB, logging 100 kB/s that program 200 kB/s
+    assert life_s(wear, Endurance(cycles=3000), 100_000) == pytest.approx(3000 * 1e9 / 2e5)
+    # 10 TB written by the host at 110 kB/s
+    assert life_s(wear, Endurance(tbw_bytes=1e13), 100_000) == pytest.approx(1e13 / 1.1e5)
+    nor = {"medium": "nor flash", "logged_bytes": 409_600, "erases": 50, "erase_bytes": 4096,
+           "medium_bytes": 4096 * 512}
+    # 50 sector erases per 400 KiB logged, logging 40 KiB/s: 5 erases a second over 512 sectors
+    assert life_s(nor, Endurance(cycles=100_000), 40_960) == pytest.approx(100_000 * 512 / 5.0)
+    assert life_s(wear, Endurance(), 100_000) is None
 
 
 def test_a_ring_of_files_keeps_the_newest():

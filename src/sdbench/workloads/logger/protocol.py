@@ -171,6 +171,8 @@ def _metadata(cfg: LoggerConfig, w: Writer) -> dict[str, Any]:
                  "count": len(w.lat[SYNC])},
         "files": sum(s.files for s in w.sessions), "bytes_written": records * r,
         "writer_busy_pct": 100.0 * busy / max(log_ns, 1),
+        # records the writer could write per second of its busy time, over the rate they come at
+        "throughput_margin_x": records / (busy / 1e9) / cfg.rate_hz if busy else 0.0,
         "lag_s": max(0.0, max((s.end_ns for s in w.sessions), default=0) / 1e9 - cfg.duration_s),
         "write_latency_ms": percentiles_ms(w.lat[WRITE]), "sync_latency_ms": percentiles_ms(w.lat[SYNC]),
         "call_latency_ms": percentiles_ms(all_calls),

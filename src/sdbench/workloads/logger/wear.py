@@ -89,22 +89,24 @@ class WearMeter:
         return out
 
 
-def life_s(wear: dict[str, Any], endurance: Endurance) -> float | None:
-    """Seconds of logging until the rated endurance is used, at the log's rate of wear (None: no figure).
+def life_s(wear: dict[str, Any], endurance: Endurance, data_rate_bytes_s: float) -> float | None:
+    """Seconds of logging at ``data_rate_bytes_s`` (the records' bytes per second) until the rated endurance is
+    used, at the wear per byte logged that the run measured (None: no figure).
 
     P/E cycles: the medium's bytes x cycles over the bytes it programs per second (NOR: its sectors x cycles
     over the sector erases per second); TBW: the bytes the host may write over the bytes it writes per second."""
-    log_s = float(wear.get("log_s") or 0.0)
-    if log_s <= 0 or not wear:
+    logged = float(wear.get("logged_bytes") or 0)
+    if logged <= 0 or data_rate_bytes_s <= 0:
         return None
+    per_s = data_rate_bytes_s / logged   # the run's counts per byte logged, at the logging rate
     if endurance.tbw_bytes is not None:
-        rate = wear["written_bytes"] / log_s
+        rate = wear["written_bytes"] * per_s
         return endurance.tbw_bytes / rate if rate > 0 else None
     if endurance.cycles is None:
         return None
     if wear["medium"] == "nor flash":
         sectors = wear["medium_bytes"] / wear["erase_bytes"]
-        rate = wear.get("erases", 0) / log_s
+        rate = wear.get("erases", 0) * per_s
         return endurance.cycles * sectors / rate if rate > 0 else None
-    rate = wear["programmed_bytes"] / log_s
+    rate = wear["programmed_bytes"] * per_s
     return endurance.cycles * wear["medium_bytes"] / rate if rate > 0 else None
