@@ -36,10 +36,13 @@ def test_the_logger_workload_is_the_scenarios_log_grown_to_the_cuts():
         pl.log_replay(scen.load("espidf-esp32-sdmmc4-40mhz"), 10, 1)
 
 
-@pytest.mark.parametrize("fs, cache", [("fat", "none"), ("fat", "write-back"), ("littlefs", "write-through")])
+@pytest.mark.parametrize("fs, cache", [("fat", "none"), ("fat", "write-back"), ("littlefs", "write-through"),
+                                       ("spiffs", "none")])
 def test_replaying_the_medium_finds_what_running_the_workload_again_finds(fs, cache):
-    name = FAT if fs == "fat" else "logger-sd-littlefs-pauses"
-    sc = scen.load(name, SMALL)
+    if fs == "spiffs":   # SPI flash: the chip's array is what a cut run starts from
+        sc = scen.load("logger-esp32-spiflash", ['logger.part="flash_spiffs"'])
+    else:
+        sc = scen.load(FAT if fs == "fat" else "logger-sd-littlefs-pauses", SMALL)
     runner = pl.CellRunner(sc, pl.Cell(fs, cache), pl.log_replay(sc, 40, 3))
     work, start, end, _ = pl.sized_workload(runner, runner.cfg)
     runner.cfg = work

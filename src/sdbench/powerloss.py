@@ -33,6 +33,7 @@ from typing import Any
 
 from .errors import ConfigError, SdbenchError
 from .media.base import BlockDevice, BlockDeviceWrapper, bottom
+from .media.memory import MemoryDevice
 from .options import opt
 from .scenarios import Scenario
 from .workloads.logger import LoggerConfig, Schedule, record_bytes, write_log
@@ -429,15 +430,54 @@ class MediumLog(BlockDeviceWrapper):
         self._note("trim", lba, count)
         self.inner.trim(lba, count)
 
-    def replay(self, device: BlockDevice) -> None:
-        """Make the same operations on ``device``, in order, until one raises (a power cut)."""
-        for what, lba, arg in self.ops:
+    def replay(self, device: BlockDevice, first: int = 0) -> None:
+        """Make the same operations on ``device``, in order from the ``first``, until one raises (a power
+        cut)."""
+        for what, lba, arg in self.ops[first:]:
             if what == "write":
                 device.write(lba, arg)
             elif what == "erase":
                 device.erase(lba, arg)
             else:
                 device.trim(lba, arg)
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A clean run as the medium saw it: the workload, the operations before the set-up and before the workload,
+    every operation from the set-up on, and the medium's contents once set up (None: not taken)."""
+
+    cfg: Any
+    begun: int
+    start: int
+    log: MediumLog
+    image: Any = None
+
+
+def _medium_image(fault: Any) -> Any:
+    """The simulated medium's contents under the fault wrapper (a card's store; the NOR partition's bytes), or
+    None for a medium that cannot give them."""
+    low = bottom(fault)
+    store = getattr(low, "store", None)
+    if isinstance(store, MemoryDevice) and store.geometry == fault.geometry:
+        return store.snapshot()
+    chip = getattr(low, "chip", None)
+    if chip is not None and hasattr(low, "offset_bytes") and low.geometry == fault.geometry:
+        return chip.peek(low.offset_bytes, low.geometry.size_bytes)
+    return None
+
+
+def _image_device(geometry: Any, image: Any) -> MemoryDevice:
+    """An untimed medium holding ``image``: a card's sectors, or a NOR partition (programs only clear bits, an
+    erase sets them, as on the chip).  A cut run replays into it and recovers from it: data is all a cut's
+    outcome depends on, and the bus and card models would only add time."""
+    if isinstance(image, dict):
+        mem = MemoryDevice(geometry)
+        mem.restore(image)
+    else:
+        mem = MemoryDevice(geometry, program_and=True)
+        mem.write_bytes(0, image)
+    return mem
 
 
 def _untimed(fault: Any) -> BlockDevice:
@@ -467,8 +507,8 @@ class CellRunner:
     def __init__(self, sc: Scenario, cell: Cell, cfg: WorkloadConfig | LogReplayConfig) -> None:
         self.base, self.cell, self.cfg = sc, cell, cfg
         self.cache: dict[str, Any] = {}   # the block cache as built (clean_run)
-        #: (workload, ops before it, what reached the medium) of the last clean run
-        self.recording: tuple[Any, int, MediumLog] | None = None
+        #: what reached the medium in the last clean run
+        self.recording: Recording | None = None
         self.section = "sd" if sc.sd else "flash"
         if isinstance(cfg, LogReplayConfig) and cell.fs == "raw":
             raise _NotApplicable("the logger writes files: raw sectors have none")
@@ -537,8 +577,11 @@ class CellRunner:
             fault.inner = log  # under the fault wrapper: exactly the operations it counts, in its order
             target = self._prepare(built)
             start, t0 = fault.ops, built.clock.now_ns()
+            # the formatted medium, for the cut runs to start from (not with a volatile cache: its last writes
+            # of the set-up would be lost at an early cut, and only a replay from the start has them)
+            image = _medium_image(fault) if not fault.config.volatile_sectors else None
             self._work(target, work, built.clock)
-            self.recording = (cfg, begun, log)
+            self.recording = Recording(cfg, begun, start, log, image)
             return start, fault.ops, (built.clock.now_ns() - t0) / 1e6
         finally:
             built.close()
@@ -551,7 +594,7 @@ class CellRunner:
         built, fault = self._build(op, seed)
         logger = self.cfg.make()
         try:
-            rec = self.recording if self.recording is not None and self.recording[0] == self.cfg else None
+            rec = self.recording if self.recording is not None and self.recording.cfg == self.cfg else None
             target = None
             try:
                 if rec is None:
@@ -559,13 +602,18 @@ class CellRunner:
                     self._work(target, logger, built.clock)
                 else:
                     # format, mount and workload as the medium saw them, up to the cut
-                    if fault.ops != rec[1]:
+                    if fault.ops != rec.begun:
                         raise SdbenchError(f"{self.cell.name}: the stack made {fault.ops} medium operations "
-                                           f"before the set-up, the clean run {rec[1]}")
-                    index = op - rec[1] - 1
-                    if 0 <= index < len(rec[2].ops):
-                        logger.restore(rec[2].states[index])
-                    rec[2].replay(fault)
+                                           f"before the set-up, the clean run {rec.begun}")
+                    index = op - rec.begun - 1
+                    if 0 <= index < len(rec.log.ops):
+                        logger.restore(rec.log.states[index])
+                    first = 0
+                    if rec.image is not None and op > rec.start:   # from the formatted medium, untimed
+                        fault.inner = _image_device(fault.inner.geometry, rec.image)
+                        fault.ops = rec.start
+                        first = rec.start - rec.begun
+                    rec.log.replay(fault, first)
             except Exception:
                 if fault.powered:
                     raise  # an error that is not the cut: the stack is broken, not unsafe
@@ -696,7 +744,7 @@ def sized_workload(runner: CellRunner, cfg: Any) -> tuple[Any, int, int, float]:
         except SdbenchError:
             break  # the medium holds no more: keep the last workload that ran
         cfg, start, end, ms = bigger, b_start, b_end, b_ms
-    if runner.recording is None or runner.recording[0] != cfg:
+    if runner.recording is None or runner.recording.cfg != cfg:
         start, end, ms = runner.clean_run(cfg)   # a bigger workload that did not fit ran last
     return cfg, start, end, ms
 

@@ -6,6 +6,7 @@ import bisect
 import math
 from typing import Any
 
+from ...compare import FIGURE_OP
 from ...records import Row
 from .config import SYNC, WRITE
 from .session import Session
@@ -14,8 +15,6 @@ from .session import Session
 HIST_EDGES_MS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0)
 #: most points of a timeline in the metadata
 TIMELINE_POINTS = 2000
-#: the op of a row that holds a figure other than a time (its ``value`` and ``unit``; ``time_ms`` is 0)
-FIGURE_OP = "figure"
 #: fewest allocation units a log should fill: the card merges an update block when the log moves into the next
 #: AU, and the longest stalls (and the buffer they need) come from those merges
 MIN_AUS = 1.0
