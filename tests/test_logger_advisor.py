@@ -113,3 +113,21 @@ def test_figure_rows_compare_by_their_figure_lower_is_better():
     assert cmp.lines[0].cells[1].speed_x == pytest.approx(4.0)   # b needs a quarter of a's RAM
     [metric] = card_table([rec(4096), rec(1024)])
     assert metric.unit == "B" and metric.best == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flash", [False, True])
+def test_the_done_when_examples_fill_every_column(capsys, flash):
+    """The issue's two examples with their defaults: every column filled, ranges on buffer and stall, a
+    recommendation (their times are measured in docs/logger.md, not here)."""
+    code, out, err = run(capsys, "logger", *(["--flash"] if flash else []), "--no-save", "-q", "-f", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert len(doc["configurations"]) == (3 if flash else 6)
+    assert not doc["run"]["too_short"]
+    for c in doc["configurations"]:
+        assert c["powerloss"]["cuts"] == 200
+        assert all(c["figures"][k]["range"] is not None for k in ("stall_p99_ms", "stall_max_ms",
+                                                                  "buffer_p99_bytes", "buffer_max_bytes"))
+        assert c["wear"]["write_amplification"] > 0 and c["life"]["years"] > 0
+    assert doc["recommendation"]["index"] is not None and doc["recommendation"]["reason"]

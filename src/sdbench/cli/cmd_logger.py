@@ -58,7 +58,8 @@ def register(app: typer.Typer) -> None:
                                                          "allows, as sdbench run)."),
         pe_cycles: float = typer.Option(0.0, "--pe-cycles", help="Rated P/E cycles of the medium (default: the "
                                                                  "chip profile's, or an estimate for an SD card)."),
-        tbw: Optional[str] = typer.Option(None, "--tbw", help="Rated terabytes written instead (e.g. 40T)."),
+        tbw: Optional[str] = typer.Option(None, "--tbw", help="Rated bytes written instead of P/E cycles (40T = "
+                                                              "40 TiB)."),
         set_: list[str] = typer.Option([], "--set", help="Override a scenario field, e.g. "
                                                          "--set sd.card_params.open_aus=4 (repeatable)."),
         seed: int = typer.Option(1, "--seed", help="Seed of the card's pauses, the data and the cuts."),

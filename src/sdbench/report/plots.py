@@ -14,6 +14,7 @@ from pathlib import Path
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
+from ..compare import FIGURE_OP
 from ..records import Row, RunRecord
 from .tables import categories
 from .text import size_text
@@ -35,7 +36,8 @@ def bars(runs: Sequence[tuple[str, RunRecord]]) -> Figure | None:
     labels: dict[str, None] = {}
     for _, rec in runs:
         for r in rec.rows:
-            labels.setdefault(r.label, None)
+            if r.op != FIGURE_OP:   # a figure (bytes, records, %) is no time: the run's tables show it
+                labels.setdefault(r.label, None)
     rate = [lbl for lbl in labels if any((row := _get(rec, lbl)) is not None and _speed(row) for _, rec in runs)]
     timed = [lbl for lbl in labels if lbl not in rate]
     panels = [(rate, "MiB/s", lambda r: _speed(r)), (timed, "mean time per call, ms", lambda r: r.time_ms)]
