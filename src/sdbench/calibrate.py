@@ -51,7 +51,9 @@ from .media.sim.host import HostProfile
 from .media.sim.nor import FlashChipProfile
 from .options import from_mapping, opt, parse_toml, read_text_file, toml_string
 from .output_files import write_atomically
-from .protocols import run_scenario
+from .ledger import Recording
+from .protocols import protocol, run_scenario
+from .repricing import ReplayMismatch, replayed_rows
 from .records import Row
 from .scenarios import load as load_scenario
 
@@ -72,13 +74,33 @@ class Measurement:
     note: str
     #: the figure as the source printed it (its last digit says how it was rounded); "" = unknown
     value_text: str = ""
+    #: raw, bridge or file (see :func:`row_level`); "" = as sdbench/data/fits/levels.toml declares it
+    level: str = ""
+
+
+#: levels a measurement row may declare in its ``level`` column
+LEVELS = ("raw", "bridge", "file")
+#: the shipped measurement data: the seed's file, then every file of the published folder (same columns, and
+#: a ``level`` column), in name order
+PUBLISHED = "published"
 
 
 def load_measurements(path: str | Path | None = None) -> list[Measurement]:
-    """Read a measurements CSV (default: the copy shipped with sdbench)."""
-    text = read_text_file(path, "measurements file") if path else (DATA / "measurements.csv").read_text()
+    """Read a measurements CSV (default: the data shipped with sdbench: ``measurements.csv`` and every CSV in
+    ``published/``)."""
+    if path:
+        return _read_measurements(read_text_file(path, "measurements file"), str(path))
+    out = _read_measurements((DATA / "measurements.csv").read_text(), "measurements.csv")
+    folder = DATA / PUBLISHED
+    if folder.is_dir():
+        for f in sorted(folder.iterdir(), key=lambda p: p.name):
+            if f.name.endswith(".csv"):
+                out += _read_measurements(f.read_text(), f"{PUBLISHED}/{f.name}")
+    return out
+
+
+def _read_measurements(text: str, where: str) -> list[Measurement]:
     text = text.removeprefix("\ufeff")  # a spreadsheet's UTF-8 byte-order mark
-    where = path or "measurements.csv"
     out = []
     reader = csv.DictReader(text.splitlines())
     need = {"scenario", "row", "op", "size_bytes", "runs", "value", "unit", "split"}
@@ -88,10 +110,13 @@ def load_measurements(path: str | Path | None = None) -> list[Measurement]:
             raise SdbenchError(f"{where}: not a measurements file (needs columns {', '.join(sorted(need))})")
         for i, r in enumerate(reader, start=2):
             try:
+                level = (r.get("level") or "").strip()
+                if level and level not in LEVELS:
+                    raise ValueError(f"level {level!r:.20} is not one of {', '.join(LEVELS)}")
                 out.append(Measurement(r["scenario"], r["row"], r["op"], int(r["size_bytes"] or 0),
                                        int(r["runs"] or 0), float(r["value"]) if r["value"] else None, r["unit"],
                                        r["split"], r.get("source", ""), r.get("note", ""),
-                                       (r["value"] or "").strip()))
+                                       (r["value"] or "").strip(), level))
             except (ValueError, TypeError, AttributeError) as e:  # a short line leaves cells None
                 raise SdbenchError(f"{where} line {i}: {e}") from None
     except csv.Error as e:  # e.g. a cell beyond the csv module's field limit
@@ -101,9 +126,9 @@ def load_measurements(path: str | Path | None = None) -> list[Measurement]:
 
 def row_level(m: Measurement) -> str:
     """'raw' for sector I/O and card init, 'bridge' for sector I/O through a USB bridge, 'file' for rows
-    through a filesystem, as sdbench/data/fits/levels.toml declares per scenario and row (rows it does not
-    name are file-level).  Calibration uses raw and bridge rows only."""
-    return _levels().get((m.scenario, m.row), "file")
+    through a filesystem, as the row's ``level`` column or else sdbench/data/fits/levels.toml declares per
+    scenario and row (rows it does not name are file-level).  Calibration uses raw and bridge rows only."""
+    return m.level or _levels().get((m.scenario, m.row), "file")
 
 
 def row_value(row: Row, unit: str) -> float:
@@ -117,6 +142,8 @@ def row_value(row: Row, unit: str) -> float:
         return 0.0
     if unit == "KiB/s":
         return row.bytes / 1024 / (t / 1000.0)
+    if unit == "KB/s":  # SdFat's: 1000 bytes per second
+        return row.bytes / 1000 / (t / 1000.0)
     if unit == "MB/s":
         return row.bytes / 1e6 / (t / 1000.0)
     if unit == "MiB/s":
@@ -560,6 +587,9 @@ class _Evaluator:
                     raise ConfigError(f"fit group {group.name}: {p.target} names different profiles {sorted(found)}")
                 self.profile_names[(kind, names)] = found.pop()
         self.evals = 0
+        #: (scenario, overrides that are not profile fields) -> its recorded run (recording, rows), or None
+        #: where it cannot be re-priced: evaluations at other profile values re-price it (sdbench.repricing)
+        self._recorded: dict[tuple[str, tuple[str, ...]], tuple[Recording, tuple[Row, ...]] | None] = {}
 
     def overrides(self, x: np.ndarray, fixed: dict[str, dict[str, float]],
                   restrict: tuple[str, ...] | None = None, extra: tuple[str, ...] = ()) -> dict[str, list[str]]:
@@ -582,9 +612,27 @@ class _Evaluator:
         return per
 
     def predict(self, scenario: str, overrides: list[str]) -> dict[str, Row]:
+        """The rows of ``scenario`` with ``overrides``: re-priced from its recorded run where the overrides
+        differ from it in profile fields only (the same rows a run gives: sdbench.repricing), else run."""
         self.evals += 1
-        rec = run_scenario(load_scenario(scenario, overrides))
-        return {r.label: r for r in rec.rows}
+        sc = load_scenario(scenario, overrides)
+        key = (scenario, tuple(o for o in overrides if not o.startswith(_PROFILE_OVERRIDES)
+                               or o.partition("=")[0].endswith(".cpu_hz")))
+        if key in self._recorded:
+            recorded = self._recorded[key]
+            if recorded is not None:
+                try:
+                    rows = replayed_rows(sc, *recorded)
+                    return {r.label: r for r in rows}
+                except ReplayMismatch:
+                    self._recorded[key] = None
+            return {r.label: r for r in run_scenario(sc).rows}
+        spec = protocol(sc.protocol)
+        paced = spec.paced is not None and spec.paced(sc)
+        rec = None if paced or sc.clock_kind() != "virtual" else Recording()
+        out = run_scenario(sc, recording=rec)
+        self._recorded[key] = (rec, out.rows) if rec is not None and rec.repriceable else None
+        return {r.label: r for r in out.rows}
 
     def errors(self, scenario: str, rows: dict[str, Row], *, skip: tuple[str, ...] = (),
                only: tuple[str, ...] = ()) -> np.ndarray:
@@ -631,6 +679,11 @@ class _Evaluator:
         counts as one figure of :data:`MEASUREMENT_REL_SD`."""
         sd = [measurement_rel_sd(m) for s in self.g.scenarios for m in self.targets.get(s, [])]
         return np.array(sd + [MEASUREMENT_REL_SD for p in self.g.params if p.prior_weight])
+
+
+#: scenario overrides that set a profile field (what a fit varies): a run that differs from a recorded one in
+#: these only is re-priced from it
+_PROFILE_OVERRIDES = tuple(f"{prefix}." for prefix, *_ in TARGETS.values())
 
 
 def _num(name: str, v: Any) -> str:
@@ -1220,6 +1273,8 @@ def _fmt(name: str, v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, str):
         return toml_string(v)
+    if isinstance(v, dict) and name == "unfitted":  # field -> its value before any fit
+        return "{ " + ", ".join(f"{k} = {_fmt(k, x)}" for k, x in v.items()) + " }" if v else "{}"
     if isinstance(v, dict):  # fit_rel_sd: field -> σ / value, three significant digits
         return "{ " + ", ".join(f"{k} = {_fmt_sd(x)}" for k, x in v.items()) + " }" if v else "{}"
     if name in _INT_FIELDS:
@@ -1299,11 +1354,12 @@ def profile_text(kind: str, table: dict[str, Any], header: list[str], layout: Pr
             blocks[at] = (group, new)
     lines = [ln for _, block in blocks for ln in block] + [ln for block in plain for ln in block]
     for k in (f.name for f in fields(cls)):
-        if k not in table or (k == "fit_rel_sd" and not table[k]):
+        if k not in table or (k in ("fit_rel_sd", "unfitted") and not table[k]):
             continue
         lines += layout.before.get(k, [])
         old = layout.lines.get(k)
-        if old is not None and k not in changed and k != "fit_rel_sd" and _line_value(old, k) == table[k]:
+        if old is not None and k not in changed and k not in ("fit_rel_sd", "unfitted") \
+                and _line_value(old, k) == table[k]:
             lines.append(old)
         else:
             lines.append(f"{k} = {_fmt(k, table[k])}")
@@ -1326,7 +1382,9 @@ def write_profile(kind: str, name: str, updates: dict[str, float], out_dir: Path
 
     The profile starts from out_dir's copy when there is one (a run of several groups fills in one file), else
     from the shipped one; its comments stay. ``fit_rel_sd`` gets ``rel_sd`` (σ / value of the fields this fit
-    tells) for the fields in ``updates``; what it records for other fields (fitted by other groups) stays."""
+    tells) for the fields in ``updates``; what it records for other fields (fitted by other groups) stays.
+    ``unfitted`` keeps, for each field a fit ever changed, the value it had before the first fit (a card that
+    takes a field from the population has none there: the population is its value)."""
     _, folder, _, _ = TARGETS[kind]
     path = out_dir / folder / f"{name}.toml"
     if path.is_file():
@@ -1336,6 +1394,11 @@ def write_profile(kind: str, name: str, updates: dict[str, float], out_dir: Path
         table = _table(kind, name)
         res = DATA / folder / f"{name}.toml"
         text = res.read_text() if res.is_file() else ""
+    unfitted = dict(table.get("unfitted") or {})
+    for k in updates:
+        if k not in unfitted and isinstance(table.get(k), (int, float)) and not isinstance(table.get(k), bool):
+            unfitted[k] = table[k]
+    table["unfitted"] = {k: unfitted[k] for k in (f.name for f in fields(TARGETS[kind][2])) if k in unfitted}
     table.update(updates)
     old_sd = table.get("fit_rel_sd") if isinstance(table.get("fit_rel_sd"), dict) else {}
     sd = {k: v for k, v in old_sd.items() if k not in updates}

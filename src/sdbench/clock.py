@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import InternalError
 
@@ -41,6 +42,10 @@ class Clock(ABC):
     def commands_snapshot(self) -> dict[str, int]:
         """Bus commands counted so far, by name; empty where nothing counts them."""
 
+    def ledger_ns(self) -> dict[str, float]:
+        """Time so far by the profile parameter it comes from (VirtualClock); empty where nothing accounts for it."""
+        return {}
+
 
 class WallClock(Clock):
     """Monotonic wall clock (time.perf_counter_ns)."""
@@ -57,30 +62,49 @@ class WallClock(Clock):
         return {}
 
 
+#: the ledger's key of time a model charged without naming the parameter it comes from, by category
+UNATTRIBUTED = "unattributed."
+
+
 @dataclass(frozen=True)
 class ClockDelta:
     total_ns: int
     spent: tuple[tuple[str, int], ...]
     commands: tuple[tuple[str, int], ...]
+    #: the same time by the profile parameter it comes from (the cost ledger; see VirtualClock.ledger_ns)
+    params: tuple[tuple[str, float], ...] = ()
 
 
 class VirtualClock(Clock):
-    """Simulated time in integer nanoseconds; advanced only by models."""
+    """Simulated time in integer nanoseconds; advanced only by models.
+
+    Besides the categories (host, bus, card, ...) the clock keeps the **cost ledger**: the same time by the
+    profile parameter it comes from, e.g. ``sd.card.write_busy_end_us`` or ``sd.host.block_cycles`` (keys are
+    ``section.field``, the sections those of :class:`sdbench.ledger.Price`; ``sd.bus.clock_hz`` is time on the
+    bus at its clock; a few keys name a mechanism rather than a field: ``sd.wait.polling`` is the time a
+    busy wait ran past the busy it waited for).  A charge that names no parameter goes to
+    ``unattributed.<category>``.  Waits charge their time unattributed-free (``param=""``) and say where it
+    came from with :meth:`attribute`.
+    """
 
     kind = "virtual"
+    #: a :class:`sdbench.ledger.Recording` of what the run charged, for re-pricing (None: not recorded)
+    recording: Any = None
 
     def __init__(self) -> None:
         self._now_ns = 0
         self._spent: dict[str, int] = {}
         self._commands: dict[str, int] = {}
+        self._params: dict[str, float] = {}
         # charge(): recorded costs applied but not yet summed into the tables, by id -> [cost, times]
         self._pending: dict[int, list] = {}
 
     def now_ns(self) -> int:
         return self._now_ns
 
-    def advance_ns(self, ns: float | int, category: str = "other") -> None:
-        """Move time forward by ``ns`` nanoseconds, charged to ``category``."""
+    def advance_ns(self, ns: float | int, category: str = "other", param: str | None = None) -> None:
+        """Move time forward by ``ns`` nanoseconds, charged to ``category`` and in the ledger to ``param`` (None:
+        unattributed; "": the caller attributes it with :meth:`attribute`)."""
         if not 0 <= ns < MAX_STEP_NS:  # also false for NaN
             # a model bug (inputs are bounded before any model runs), never a user's error
             raise InternalError(f"cannot advance a clock by {ns!r} ns (negative, not finite or beyond "
@@ -90,6 +114,37 @@ class VirtualClock(Clock):
             return
         self._now_ns += step
         self._spent[category] = self._spent.get(category, 0) + step
+        if param is None:
+            param = UNATTRIBUTED + category
+        if param:
+            self._params[param] = self._params.get(param, 0.0) + step
+        rec = self.recording
+        if rec is not None and not rec.depth:
+            rec.unpriced(f"a charge to {category} above the driver models that names no parameter")
+
+    def attribute(self, parts: Any) -> None:
+        """Ledger entries for time already charged with ``param=""``: (parameter, ns) pairs."""
+        params = self._params
+        for k, v in parts:
+            if v:
+                params[k] = params.get(k, 0.0) + v
+
+    def advance_priced(self, ns: float, category: str, price: Any, param: str | None = None) -> None:
+        """:meth:`advance_ns` for a charge above the driver models that one profile field sets (a
+        :class:`sdbench.ledger.Price`; None: a time no profile field sets), so a recording can re-price it.
+        ``param``: its ledger key (default: the price's field, or ``unattributed.<category>``)."""
+        if param is None and price is not None:
+            param = price.key
+        rec = self.recording
+        if rec is None or rec.depth:
+            self.advance_ns(ns, category, param)
+            return
+        rec.depth += 1
+        try:
+            self.advance_ns(ns, category, param)
+        finally:
+            rec.depth -= 1
+        rec.charge(ns, category, price)
 
     def advance_us(self, us: float, category: str = "other") -> None:
         self.advance_ns(us * 1000.0, category)
@@ -97,6 +152,9 @@ class VirtualClock(Clock):
     def apply(self, delta: "ClockDelta") -> None:
         """Add a recorded cost (see :meth:`delta_since`) in one step: the fast path of models whose
         cost for an operation does not depend on the absolute time."""
+        rec = self.recording
+        if rec is not None and not rec.depth and delta.total_ns:
+            rec.unpriced("a recorded cost applied above the driver models")
         self._now_ns += delta.total_ns
         spent = self._spent
         for k, v in delta.spent:
@@ -104,23 +162,34 @@ class VirtualClock(Clock):
         cmds = self._commands
         for k, v in delta.commands:
             cmds[k] = cmds.get(k, 0) + v
+        params = self._params
+        if delta.params:
+            for k, v in delta.params:
+                params[k] = params.get(k, 0.0) + v
+        else:  # a cost that names no parameter: unattributed, by category
+            for k, v in delta.spent:
+                key = UNATTRIBUTED + k
+                params[key] = params.get(key, 0.0) + v
 
-    def charge(self, cost: "ClockDelta") -> None:
-        """:meth:`apply` for a cost object applied again and again (a model's recorded per-size cost): time
-        moves now, the tables are summed when read.  Its keys enter the tables at the first charge, where
-        apply() would put them, so the tables come out identical, order included."""
-        self._now_ns += cost.total_ns
+    def charge(self, cost: "ClockDelta", times: int = 1) -> None:
+        """:meth:`apply` for a cost object applied again and again (a model's recorded per-size cost), ``times``
+        times: time moves now, the tables are summed when read.  Its keys enter the tables at the first charge,
+        where apply() would put them, so the tables come out identical, order included.  For the driver models
+        only (a recording takes their requests, not their charges)."""
+        self._now_ns += cost.total_ns * times
         entry = self._pending.get(id(cost))
         if entry is None:
             for k, _ in cost.spent:
                 self._spent.setdefault(k, 0)
             for k, _ in cost.commands:
                 self._commands.setdefault(k, 0)
+            for k, _ in cost.params or ((UNATTRIBUTED + c, v) for c, v in cost.spent):
+                self._params.setdefault(k, 0.0)
             entry = self._pending[id(cost)] = [cost, 0]
-        entry[1] += 1
+        entry[1] += times
 
     def _fold(self) -> None:
-        spent, cmds = self._spent, self._commands
+        spent, cmds, params = self._spent, self._commands, self._params
         for entry in self._pending.values():
             cost, n = entry
             if n:
@@ -128,18 +197,22 @@ class VirtualClock(Clock):
                     spent[k] += n * v
                 for k, v in cost.commands:
                     cmds[k] += n * v
+                for k, v in cost.params or ((UNATTRIBUTED + c, v) for c, v in cost.spent):
+                    params[k] += n * v
                 entry[1] = 0
 
-    def mark(self) -> tuple[int, dict[str, int], dict[str, int]]:
+    def mark(self) -> tuple[int, dict[str, int], dict[str, int], dict[str, float]]:
         self._fold()
-        return self._now_ns, dict(self._spent), dict(self._commands)
+        return self._now_ns, dict(self._spent), dict(self._commands), dict(self._params)
 
-    def delta_since(self, mark: tuple[int, dict[str, int], dict[str, int]]) -> "ClockDelta":
+    def delta_since(self, mark: tuple[int, dict[str, int], dict[str, int], dict[str, float]]) -> "ClockDelta":
         self._fold()
-        t, spent, cmds = mark
+        t, spent, cmds, params = mark
         return ClockDelta(self._now_ns - t,
                           tuple((k, v - spent.get(k, 0)) for k, v in self._spent.items() if v != spent.get(k, 0)),
-                          tuple((k, v - cmds.get(k, 0)) for k, v in self._commands.items() if v != cmds.get(k, 0)))
+                          tuple((k, v - cmds.get(k, 0)) for k, v in self._commands.items() if v != cmds.get(k, 0)),
+                          tuple((k, v - params.get(k, 0.0)) for k, v in self._params.items()
+                                if v != params.get(k, 0.0)))
 
     @property
     def commands(self) -> dict[str, int]:
@@ -154,6 +227,11 @@ class VirtualClock(Clock):
     def breakdown_ns(self) -> dict[str, int]:
         self._fold()
         return dict(self._spent)
+
+    def ledger_ns(self) -> dict[str, float]:
+        """The cost ledger so far: time by the parameter it comes from (see the class's docstring)."""
+        self._fold()
+        return dict(self._params)
 
     def commands_snapshot(self) -> dict[str, int]:
         self._fold()

@@ -20,8 +20,13 @@ FIT_REL_SD_HELP = ("fitted fields -> relative standard deviation of the fit (σ 
                    "written by sdbench calibrate")
 
 
+#: help of the ``unfitted`` field every fitted profile kind declares
+UNFITTED_HELP = "fitted fields -> their value before sdbench calibrate fitted them (a source or an estimate)"
+
+
 def check_fit_rel_sd(profile: Any) -> None:
-    """``profile.fit_rel_sd`` names numeric fields of the profile, each with a finite σ/value >= 0 (ValueError)."""
+    """``profile.fit_rel_sd`` names numeric fields of the profile, each with a finite σ/value >= 0, and
+    ``profile.unfitted`` (where the profile has it) numeric fields with finite values >= 0 (ValueError)."""
     from dataclasses import fields
 
     numeric = {f.name for f in fields(profile) if isinstance(getattr(profile, f.name), (int, float))
@@ -31,6 +36,11 @@ def check_fit_rel_sd(profile: Any) -> None:
             raise ValueError(f"fit_rel_sd: {name!r:.60} is not a numeric field of the profile")
         if isinstance(sd, bool) or not isinstance(sd, (int, float)) or not 0 <= sd < 1e6:
             raise ValueError(f"fit_rel_sd.{name} = {sd!r:.60} is not a relative standard deviation (0 <= x < 1e6)")
+    for name, value in getattr(profile, "unfitted", {}).items():
+        if name not in numeric:
+            raise ValueError(f"unfitted: {name!r:.60} is not a numeric field of the profile")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e15:
+            raise ValueError(f"unfitted.{name} = {value!r:.60} is not a field value (0 <= x < 1e15)")
 
 
 def shipped(folder: str) -> list[str]:

@@ -16,6 +16,8 @@ from typing import Any
 
 from . import __version__, population
 from .errors import SdbenchError
+from .ledger import Recording, compact
+from .repricing import ReplayMismatch, member_unpriceable, replayed_rows
 from .parallel import run_pool
 from .records import Row, RunRecord
 from .runner import Context, WallProgress
@@ -38,16 +40,35 @@ def stability_warnings(rows: list[Row]) -> list[str]:
 def run_scenario(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
                  on_row: Callable[[Row], None] | None = None,
                  on_built: Callable[[Built], None] | None = None, ranges: bool = False,
-                 workers: int = 1) -> RunRecord:
+                 workers: int = 1, recording: Recording | None = None) -> RunRecord:
     """Run ``sc``; ``on_built`` is called once the stack is built and checked, ``on_row`` with each finished row
     (without its range: ranges come once the whole run is done, in the returned record).
 
     ``ranges``: give simulated rows ``time_ms_range`` and say in ``metadata["range"]`` what it spans or why
     there is none (see :mod:`sdbench.population`); the central figures are the same either way.  The range's
     runs are independent and go to ``workers`` processes; the record does not depend on how many.
+
+    ``recording`` (without ranges): a :class:`sdbench.ledger.Recording` the run fills, to re-price it at other
+    parameters later (sdbench.repricing).
     """
-    rec = _run_once(sc, progress=progress, listeners=listeners, on_row=on_row, on_built=on_built)
-    return with_ranges(sc, rec, workers=workers) if ranges else rec
+    if ranges:
+        recording = Recording() if _ranges_rerun_in_full(sc) else None
+    rec = _run_once(sc, progress=progress, listeners=listeners, on_row=on_row, on_built=on_built,
+                    recording=recording)
+    return with_ranges(sc, rec, workers=workers, recording=recording) if ranges else rec
+
+
+def _ranges_rerun_in_full(sc: Scenario) -> bool:
+    """Whether the range of ``sc`` takes its members at the full runs (a protocol with few): then its central
+    run is recorded for re-pricing, rather than run again at the same runs."""
+    spec = protocol(sc.protocol)
+    if sc.clock_kind() != "virtual" or (spec.paced is not None and spec.paced(sc)):
+        return False
+    try:
+        pl = population.plan(sc, simulated=True)
+    except SdbenchError:
+        return False
+    return bool(pl.members) and population.budget(sc, len(pl.members))[0] == population.runs_of(sc)
 
 
 def run_scenarios(scs: list[Scenario], *, workers: int, ranges: bool = False,
@@ -80,9 +101,11 @@ def _scenario_job(job: tuple[int, Scenario, bool, int]) -> tuple[int, Any]:
 
 def _run_once(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
               on_row: Callable[[Row], None] | None = None,
-              on_built: Callable[[Built], None] | None = None) -> RunRecord:
+              on_built: Callable[[Built], None] | None = None, recording: Recording | None = None) -> RunRecord:
+    """One run of ``sc``; ``recording``: what its driver models were asked and what was charged above them
+    (sdbench.ledger), for re-pricing."""
     spec = protocol(sc.protocol)
-    built = sc.build()
+    built = sc.build(recording)
     try:
         # refuse what cannot fit before the run begins (before on_built, so a refused run is never stored)
         spec.preflight(sc, built)
@@ -108,6 +131,9 @@ def _run_once(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
     warnings = [*built.warnings, *([] if simulated else stability_warnings(rows))]
     extra = spec.summarise(rows, built) if spec.summarise is not None else {}
     extra.update(built.metadata)
+    if simulated and ctx.ledger:
+        # where each row's time went, by the profile parameter it comes from (ms per call; sdbench.ledger)
+        extra["ledger"] = {label: compact(v) for label, v in ctx.ledger.items()}
     meta = {"sdbench_version": __version__, "host": platform.node(), "python": platform.python_version(),
             "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), **extra}
     if simulated:
@@ -119,11 +145,12 @@ def _run_once(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
                      warnings=tuple(warnings))
 
 
-def with_ranges(sc: Scenario, rec: RunRecord, *, workers: int = 1) -> RunRecord:
+def with_ranges(sc: Scenario, rec: RunRecord, *, workers: int = 1, recording: Recording | None = None) -> RunRecord:
     """``rec`` (the full run of ``sc``) with the range of each simulated row and ``metadata["range"]``: the
     parameters' spread (:func:`_param_ranges`) widened by the model error `sdbench calibrate` recorded
-    (:func:`sdbench.population.widen`)."""
-    out = _param_ranges(sc, rec, workers)
+    (:func:`sdbench.population.widen`).  ``recording``: of the run that made ``rec`` (sdbench.ledger), when
+    there is one, to re-price the members from at the full runs."""
+    out = _param_ranges(sc, rec, workers, recording)
     log_sd = population.model_error()
     if rec.clock != "virtual" or not log_sd:
         return out
@@ -137,7 +164,66 @@ def with_ranges(sc: Scenario, rec: RunRecord, *, workers: int = 1) -> RunRecord:
                    metadata={**out.metadata, "range": info})
 
 
-def _param_ranges(sc: Scenario, rec: RunRecord, workers: int = 1) -> RunRecord:
+def _member_rows(reduced: Scenario, runs_reduced: bool, full_rows: tuple[Row, ...], members: tuple[Any, ...],
+                 workers: int, full_recording: Recording | None) -> tuple[Any, list[Any], dict[str, Any]]:
+    """The central scenario's rows at the reduced runs (or the SdbenchError that stopped it), each member's rows
+    (or its SdbenchError), and how they were made (the range's ``pricing`` metadata).
+
+    The reduced central run is recorded (sdbench.ledger; at the full runs, ``full_recording`` is the central
+    run's own); when the recording can be re-priced, each member is re-priced from it (sdbench.repricing);
+    otherwise, and for a member that changes what the layers above the drivers read, the member runs."""
+    spec = protocol(reduced.protocol)
+    why = spec.paced(reduced) if spec.paced is not None else ""
+    rec: Recording | None = None
+    central: Any = None
+    if not why:
+        if runs_reduced:
+            rec = Recording()
+            try:
+                central = _run_once(reduced, recording=rec).rows
+            except SdbenchError as e:
+                return e, [], {"method": "none"}
+        elif full_recording is not None:
+            rec, central = full_recording, full_rows
+        else:
+            why = "the central run was not recorded"
+        if rec is not None and not rec.repriceable:
+            why = rec.reasons[0]
+    results: list[Any] = [None] * len(members)
+    rerun: list[int] = []
+    reasons: list[str] = []
+    for i, m in enumerate(members):
+        reason = why or member_unpriceable(m.overrides)
+        if not reason:
+            try:
+                results[i] = replayed_rows(population.member_scenario(reduced, m), rec, central)
+                continue
+            except ReplayMismatch as e:
+                reason = str(e)
+            except SdbenchError as e:  # a profile value the model refuses: as a run would be
+                results[i] = e
+                continue
+        rerun.append(i)
+        if reason not in reasons:
+            reasons.append(reason)
+    scs = [reduced] if central is None and runs_reduced else []
+    scs += [population.member_scenario(reduced, members[i]) for i in rerun]
+    if scs:
+        ran = run_pool(list(enumerate(scs)), min(workers, len(scs)), lambda i, res: None, _rows_job)
+        out = [ran[i] for i in range(len(scs))]
+        if central is None and runs_reduced:
+            central = out.pop(0)
+        for i, res in zip(rerun, out):
+            results[i] = res
+    if central is None:
+        central = full_rows
+    pricing: dict[str, Any] = {"re-priced": len(members) - len(rerun), "re-run": len(rerun)}
+    if reasons:
+        pricing["re-run because"] = reasons[0]
+    return central, results, pricing
+
+
+def _param_ranges(sc: Scenario, rec: RunRecord, workers: int = 1, recording: Recording | None = None) -> RunRecord:
     """``rec`` with the range of each simulated row from its parameters' spread and ``metadata["range"]``.
 
     The central figures stay as they are.  The central scenario and every member then run with the protocol's
@@ -161,12 +247,9 @@ def _param_ranges(sc: Scenario, rec: RunRecord, workers: int = 1) -> RunRecord:
     else:
         members = population.select(pl.members, k)
     reduced = population.with_runs(sc, runs)
-    # the central scenario at the reduced runs (unless that is the full run) and every member: independent runs
-    scs = [reduced] if runs != full_runs else []
-    scs += [population.member_scenario(reduced, m) for m in members]
-    ran = run_pool(list(enumerate(scs)), min(workers, len(scs)), lambda i, res: None, _rows_job)
-    results = [ran[i] for i in range(len(scs))]
-    central_res = results.pop(0) if runs != full_runs else rec.rows
+    central_res, results, pricing = _member_rows(reduced, runs != full_runs, rec.rows, members, workers,
+                                                 None if runs != full_runs else recording)
+    info["pricing"] = pricing
     if isinstance(central_res, SdbenchError):
         info.update(method="none", reason=f"the central scenario does not run with {spec.runs_option} = {runs}: "
                                           f"{central_res}")

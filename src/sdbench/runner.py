@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from .clock import Clock
@@ -41,6 +41,9 @@ class Context:
     clock: Clock
     listeners: tuple[TimerListener, ...] = ()
     progress: Progress = _NoProgress()
+    #: row label -> the row's cost ledger, ns per timed call by the parameter it comes from (simulated clocks;
+    #: sdbench.clock.VirtualClock.ledger_ns), filled as rows finish
+    ledger: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def row(self, label: str, op: str, nbytes: int, devices: Iterable[BlockDevice] = (), **kw: Any) -> "RowTimer":
         return RowTimer(self, label, op, nbytes, tuple(devices), kw)
@@ -56,6 +59,7 @@ class RowTimer:
         self.counters: dict[str, int] = {}
         self.breakdown_ns: dict[str, int] = {}
         self.commands: dict[str, int] = {}
+        self.ledger_ns: dict[str, float] = {}
 
     def time(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` as one timed call and record its sample."""
@@ -63,11 +67,17 @@ class RowTimer:
         stats_before = [d.stats.snapshot() for d in self.devices]
         bd_before = clock.breakdown_ns()
         cmd_before = clock.commands_snapshot()
+        led_before = clock.ledger_ns()
         for lst in self.ctx.listeners:
             lst.timer_start(self.label)
+        rec = getattr(clock, "recording", None)  # a recording for re-pricing (sdbench.ledger) marks the call
+        if rec is not None:
+            rec.mark(self.label)
         t0 = clock.now_ns()
         result = fn()
         t1 = clock.now_ns()
+        if rec is not None:
+            rec.mark(self.label)
         for lst in self.ctx.listeners:
             lst.timer_stop(self.label)
         self.samples_ns.append(t1 - t0)
@@ -86,10 +96,17 @@ class RowTimer:
             delta = v - cmd_before.get(k, 0)
             if delta:
                 self.commands[k] = self.commands.get(k, 0) + delta
+        for k, v in clock.ledger_ns().items():
+            delta = v - led_before.get(k, 0.0)
+            if delta:
+                self.ledger_ns[k] = self.ledger_ns.get(k, 0.0) + delta
         self.ctx.progress.advance(self.label)
         return result
 
     def finish(self) -> Row:
+        n = len(self.samples_ns)
+        if self.ledger_ns and n:
+            self.ctx.ledger[self.label] = {k: v / n for k, v in self.ledger_ns.items()}
         return make_row(self.label, self.op, self.nbytes, self.samples_ns, counters=self.counters,
                         breakdown_ns=self.breakdown_ns, commands=self.commands, **self.row_kw)
 

@@ -478,7 +478,7 @@ def calibrate_card(path: Path, setup: str, *, card: str, capacity_bytes: int | N
     held: dict[str, Any] = {}
     from_scenario: list[str] = []
     for f in fields(CardProfile):
-        if f.name in ("name", "description", "timing_from", "speed_class", "uhs_bus", "fit_rel_sd") \
+        if f.name in ("name", "description", "timing_from", "speed_class", "uhs_bus", "fit_rel_sd", "unfitted") \
                 or f.name in pinned_params:
             continue
         if f.name == "capacity_bytes":

@@ -37,7 +37,7 @@ WITHHELD_PREDICTION = "withheld-prediction"
 #: the row groups, in the order they are reported
 GROUPS = (FITTED, TRAIN_PREDICTION, WITHHELD_PREDICTION)
 #: throughput units: a longer time is a smaller figure, so a range's ends swap
-THROUGHPUT_UNITS = ("KiB/s", "MB/s", "MiB/s")
+THROUGHPUT_UNITS = ("KiB/s", "KB/s", "MB/s", "MiB/s")
 KNOWN_UNITS = ("ms", "us", "µs", *THROUGHPUT_UNITS)
 SPLITS = ("train", "withheld")
 #: share of a relative error that counts as close

@@ -1,4 +1,5 @@
-"""``sdbench trace``: the SD commands a simulated scenario issues."""
+"""``sdbench trace``: the SD commands a simulated scenario issues, or (``--ledger``) where each row's time went,
+by the profile parameter it comes from."""
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -23,14 +24,25 @@ def register(app: typer.Typer) -> None:
                                                                       "1..--runs (default: the last, the steady "
                                                                       "state; 0 = all)."),
         set_: list[str] = typer.Option([], "--set", help="Override a scenario field (repeatable)."),
+        ledger: bool = typer.Option(False, "--ledger", help="Instead of the commands: where each row's time went, "
+                                                            "by the profile parameter it comes from (the cost "
+                                                            "ledger), per timed call."),
     ) -> None:
         """List the SD commands a simulated scenario issues, like a logic analyser.
 
         Columns: time since start (µs), command, argument, data bytes, duration (µs),
         cumulative time (ms).  ``CMD13 ×n`` is status polling repeated n times.
+
+        With ``--ledger`` (SD cards and SPI flash): for each row (or ``--row``), a Markdown table of the
+        parameters its time comes from: the parameter (``sd.card.write_busy_end_us``, ``sd.host.block_cycles``,
+        ``sd.bus.clock_hz`` for time on the bus, or a mechanism such as ``sd.wait.polling``), its value, how many
+        of it one call took, ms per call and share of the row, over the ``--runs`` timed calls.
         """
         from ..workloads.registry import protocol
 
+        if ledger:
+            _print_ledger(scenario, list(set_), row, runs)
+            return
         base = scen.load(scenario, list(set_))
         if base.sd.get("media") != "sim":
             raise SdbenchError(f"scenario {scenario} has no simulated SD card to trace")
@@ -70,6 +82,37 @@ def register(app: typer.Typer) -> None:
             name = e.name if e.repeat == 1 else f"{e.name} ×{e.repeat}"
             typer.echo(f"| {i} | {(e.t_ns - t_origin) / 1e3:.1f} | {name} | {e.arg} | {e.nbytes} | {e.dur_ns / 1e3:.1f} | "
                        f"{cum / 1e6:.3f} |")
+
+
+def _print_ledger(scenario: str, sets: list[str], row: Optional[str], runs: int) -> None:
+    """``trace --ledger``: each row's cost ledger as Markdown tables."""
+    from ..ledger import MECHANISMS, per_call, profile_sections
+    from ..workloads.registry import protocol
+
+    base = scen.load(scenario, sets)
+    if base.clock_kind() != "virtual":
+        raise SdbenchError(f"scenario {scenario} has no simulated card or flash chip: nothing keeps a ledger")
+    sc = scen.load(scenario, sets + [f"{protocol(base.protocol).runs_option}={runs}"])
+    rec = run_scenario(sc)
+    ledgers = rec.metadata.get("ledger", {})
+    rows = [r for r in rec.rows if row is None or r.label == row]
+    if not rows:
+        raise SdbenchError(f"row {row!r} not in {sc.name} (rows: {', '.join(r.label for r in rec.rows)})")
+    sections = profile_sections(rec.stack)
+    for r in rows:
+        entries = ledgers.get(r.label, {})
+        typer.echo(f"\n### {r.label}: {r.time_ms:.4g} ms per call ({r.runs} calls)\n")
+        if not entries:
+            typer.echo("(no simulated time in this row's calls)")
+            continue
+        typer.echo("| parameter | value | per call | ms per call | share |")
+        typer.echo("|---|---:|---:|---:|---:|")
+        for key, ms in entries.items():
+            value, mult = per_call(key, ms * 1e6, sections)
+            if not value and key in MECHANISMS:
+                value = MECHANISMS[key]
+            share = ms / r.time_ms if r.time_ms > 0 else 0.0
+            typer.echo(f"| {key} | {value or '—'} | {mult or '—'} | {ms:.4g} | {share:.1%} |")
 
 
 class _Windows:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..clock import VirtualClock
+from ..ledger import Price
 from .base import File, FileStat, FileSystem
 
 
@@ -53,14 +54,18 @@ class CostedFile(File):
 class CostedFileSystem(FileSystem):
     file_class = CostedFile
 
-    def __init__(self, inner: FileSystem, clock: VirtualClock, call_ns: float, open_ns: float = 0.0) -> None:
+    def __init__(self, inner: FileSystem, clock: VirtualClock, call_ns: float, open_ns: float = 0.0, *,
+                 call_price: Price | None = None, open_price: Price | None = None) -> None:
+        """``call_price``/``open_price``: the profile fields ``call_ns``/``open_ns`` come from (for re-pricing;
+        None: a time no profile field sets)."""
         super().__init__(inner.device)
         self.inner, self.clock, self.call_ns, self.open_ns = inner, clock, call_ns, open_ns
+        self.call_price, self.open_price = call_price, open_price
         self.kind = inner.kind
         self.has_directories = inner.has_directories
 
     def charge(self) -> None:
-        self.clock.advance_ns(self.call_ns, "host")
+        self.clock.advance_priced(self.call_ns, "host", self.call_price)
 
     def _format(self) -> None:
         self.inner.format()
@@ -75,7 +80,7 @@ class CostedFileSystem(FileSystem):
         self.inner.unmount()
 
     def _open(self, path: str, mode: str) -> File:
-        self.clock.advance_ns(self.open_ns, "host")
+        self.clock.advance_priced(self.open_ns, "host", self.open_price)
         return CostedFile(self, self.inner.open(path, mode))
 
     def _stat(self, path: str) -> FileStat:

@@ -157,11 +157,12 @@ class UsbMscBridge(BlockDevice):
     def _wait_until(self, t_ns: float, category: str) -> None:
         now = self._now()
         if t_ns > now:
-            self.vclock.advance_ns(t_ns - now, category)
+            # the ledger: waiting for USB slots, or for the card behind the bridge
+            self.vclock.advance_ns(t_ns - now, category, f"sd.bridge.{category}")
 
     def _cpu(self, cycles: float) -> None:
         if cycles:
-            self.vclock.advance_ns(cycles * 1e9 / self.cpu_hz, "host")
+            self.vclock.advance_ns(cycles * 1e9 / self.cpu_hz, "host", "sd.bridge.cpu")
 
     def _transfer(self, nbytes: int, not_before_ns: float) -> None:
         """One bulk transfer: its packets in consecutive slots from the first slot both ends are ready for."""

@@ -100,9 +100,10 @@ class Scenario:
         kinds = {MEDIA[t["media"]].clock for t in (self.sd, self.flash) if t and t.get("media") in MEDIA}
         return "virtual" if "virtual" in kinds else "wall"
 
-    def build(self) -> Built:
-        """The stack this scenario describes, built (see sdbench.stack)."""
-        return build(self)
+    def build(self, recording: Any = None) -> Built:
+        """The stack this scenario describes, built (see sdbench.stack); ``recording``: a
+        :class:`sdbench.ledger.Recording` for a simulated stack's clock (re-pricing)."""
+        return build(self, recording)
 
 
 #: the stack's own keys; each protocol's option table is a key too (the protocol registry names them)

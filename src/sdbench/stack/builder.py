@@ -20,6 +20,7 @@ from ..fs.costed import CostedFileSystem
 from ..fs.fat import FatFileSystem
 from ..fs.hostdir import open_directory
 from ..fs.littlefs import LittleFsFileSystem
+from ..ledger import Price
 from ..media.base import BlockDevice, bottom
 from ..media.faults import FaultDevice
 from ..options import to_mapping
@@ -73,18 +74,27 @@ class Built:
         return BlockCache(dev, self.sd_cache) if self.sd_cache is not None else dev
 
 
-def build(sc: Any) -> Built:
-    """Build the stack scenario ``sc`` describes: devices, wrappers, filesystem factories, one clock."""
+def build(sc: Any, recording: Any = None) -> Built:
+    """Build the stack scenario ``sc`` describes: devices, wrappers, filesystem factories, one clock.
+    ``recording``: a :class:`sdbench.ledger.Recording` the virtual clock carries (its driver models register
+    with it as they are built)."""
     devices: list[BlockDevice] = []
     try:
-        return _build(sc, devices)
+        built = _build(sc, devices, recording)
     except BaseException:
         Built(Target(), WallClock(), {}, list(reversed(devices))).discard()  # what was made before the refusal
         raise
+    if recording is not None:
+        recording.start()
+        if recording.replaying:  # its drivers are registered; the replay moves the clock by itself
+            built.clock.recording = None  # type: ignore[attr-defined]
+    return built
 
 
-def _build(sc: Any, devices: list[BlockDevice]) -> Built:
+def _build(sc: Any, devices: list[BlockDevice], recording: Any) -> Built:
     clock: Clock = VirtualClock() if sc.clock_kind() == "virtual" else WallClock()
+    if recording is not None and isinstance(clock, VirtualClock):
+        clock.recording = recording
     stack: dict[str, Any] = {"scenario": sc.name, "protocol": sc.protocol}
     sd_dev = None
     factories: dict[str, Callable[[], Any]] = {}
@@ -135,7 +145,9 @@ def _build(sc: Any, devices: list[BlockDevice]) -> Built:
             open_ns = host.cycles_ns(host.fs_open_cycles)
             for part in ("sd_fatfs", "sd_littlefs"):
                 make = factories[part]
-                factories[part] = (lambda make=make: CostedFileSystem(make(), clock, call_ns, open_ns))
+                factories[part] = (lambda make=make: CostedFileSystem(
+                    make(), clock, call_ns, open_ns, call_price=Price("sd.host", "fs_call_cycles"),
+                    open_price=Price("sd.host", "fs_open_cycles")))
     flash_raw = None
     if sc.flash:
         kind, cfg = sc.media_config("flash")

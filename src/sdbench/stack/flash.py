@@ -19,6 +19,7 @@ from typing import Any, Callable
 from ..clock import VirtualClock
 from ..errors import ConfigError, InternalError
 from ..fs.costed import CostedFileSystem
+from ..ledger import Price
 from ..fs.fat import FatConfig, FatFileSystem, plan_volume, volume_capacity_bytes
 from ..fs.littlefs import LittleFsConfig, LittleFsFileSystem, data_capacity_bytes
 from ..options import from_mapping, opt, to_mapping
@@ -100,7 +101,9 @@ class FlashTarget:
         self._seed = seed
         call_ns = cfg.fs_call_cycles * 1e9 / host.cpu_hz
         for part, make in list(self.fs_factories.items()):
-            self.fs_factories[part] = lambda make=make: CostedFileSystem(make(), clock, call_ns)
+            self.fs_factories[part] = lambda make=make: CostedFileSystem(
+                make(), clock, call_ns,
+                call_price=Price("flash.host", "cpu_hz", cfg.fs_call_cycles, name="flash.fs_call_cycles"))
         # block-op counters per row: the filesystem's device and the flash partition below it
         self.counter_devices: dict[str, tuple[BlockDevice, ...]] = {
             "flash_raw": (self.raw_device, self.partition)}

@@ -38,6 +38,7 @@ from ..errors import ConfigError, SdbenchError
 from ..fs.costed import CostedFileSystem
 from ..fs.fat import FatConfig, FatFileSystem, plan_volume
 from ..fs.littlefs import LittleFsConfig, LittleFsFileSystem, _Context, check_geometry
+from ..ledger import Price
 from ..media.base import BlockDevice, BlockDeviceWrapper
 from ..media.memory import MemoryDevice
 from ..media.sim.bus import SdBus
@@ -182,7 +183,7 @@ class MpyBlockDevice(BlockDeviceWrapper):
 
     def _call(self) -> None:
         if self._vclock is not None:
-            self._vclock.advance_ns(self.call_ns, "host")
+            self._vclock.advance_ns(self.call_ns, "host", "fs_tests.blockdev_call_cycles")
 
     def _read(self, lba: int, count: int, buf_addr: int) -> bytes:
         self._call()
@@ -358,7 +359,9 @@ def run(sc: Any, built: Any, ctx: Context) -> Iterator[Row]:
                 cache = dev = BlockCache(card, _cache_config(cfg, c, cpu_hz))
             bdev = MpyBlockDevice(dev, ns(cfg.blockdev_call_cycles))
             inner_fs = FatFileSystem(bdev, fat_cfg) if c.fs == "fat" else MpyLittleFs(bdev, lfs_cfg)
-            fs = (CostedFileSystem(inner_fs, clock, ns(host.fs_call_cycles), ns(host.fs_open_cycles))
+            fs = (CostedFileSystem(inner_fs, clock, ns(host.fs_call_cycles), ns(host.fs_open_cycles),
+                                   call_price=Price("sd.host", "fs_call_cycles"),
+                                   open_price=Price("sd.host", "fs_open_cycles"))
                   if simulated and host is not None else inner_fs)
             devices = (bdev, card)
             if w is None or r is None:

@@ -75,6 +75,10 @@ class ProtocolSpec:
     render: Callable[[Any], str] | None = None
     #: record -> (figure, value with unit) lines printed under the rows' table (e.g. the P2 summary), or None
     summary_lines: Callable[[Any], list[tuple[str, str]]] | None = None
+    #: scenario -> why its requests to the media follow the simulated clock (a logger paced by its record rate,
+    #: a job that runs for a time), "" when they do not; such runs are never re-priced (sdbench.ledger), only
+    #: run.  None: they never do
+    paced: Callable[[Any], str] | None = None
 
     @property
     def runs_option(self) -> str:
@@ -201,7 +205,8 @@ _BUILTIN = (
                "latency percentiles", "fio", fioprotocol.FioProtocolConfig, "loops",
         frozenset({"sim", "memory", "image", "device", "dir"}), frozenset({"block"}),
         run=fioprotocol.run, timed_calls=fioprotocol.timed_calls, preflight=fioprotocol.preflight,
-        load_options=fioprotocol.load_options),
+        load_options=fioprotocol.load_options,
+        paced=lambda sc: "fio jobs may run for a time and time each I/O themselves"),
     ProtocolSpec(
         "sdfat-bench", "SdFat bench example: write and read passes of a FAT file in BUF_SIZE calls "
                        "(KB/s, max/min/avg latency per call)", sdfatbench.TABLE, sdfatbench.SdFatBenchConfig,
@@ -213,7 +218,8 @@ _BUILTIN = (
                   "and sync latency, stall causes, RAM buffer needed", "logger", logger.LoggerConfig, "runs",
         frozenset(MEDIA_KINDS), frozenset({"filesystem"}), run=logger.run, timed_calls=logger.timed_calls,
         preflight=lambda sc, b: logger.preflight(sc, b, fs_capacity(sc, b)), retarget=logger.retarget,
-        summary_lines=logger.summary_lines),
+        summary_lines=logger.summary_lines,
+        paced=lambda sc: "the logger's records arrive at their rate on the simulated clock"),
     ProtocolSpec(
         "workload", "file workloads written in TOML: format, mount, write, read, seek, sync, truncate, rename, "
                     "delete, list steps; per-file latency percentiles", "workload", fileworkload.WorkloadConfig,

@@ -147,7 +147,7 @@ def run(sc: Any, built: Any, ctx: Context) -> Iterator[Row]:
                     # reads need the data: write it untimed, straight to the card
                     for i in range(calls):
                         card.write(base + i * cfg.request_bytes // ss, data)
-                    clock.advance_ns(max(0, card_clock.now_ns() - clock.now_ns()), "other")
+                    clock.advance_ns(max(0, card_clock.now_ns() - clock.now_ns()), "other", "sd.bridge.card")
                 if want_r:
                     for i in range(calls):
                         lba = base + i * cfg.request_bytes // ss

@@ -8,6 +8,17 @@
 * Writes: busy after a single-block write, per block inside a multi-block write
   (visible when programming is slower than the bus), and at the end of a
   multi-block write (flushing its buffer).
+* Random-write area: a small write (shorter than ``random_max_bytes``) into an
+  AU that is not open, not at the AU's start, goes to a page-mapped log of
+  ``random_area_bytes`` (pSLC blocks in real cards, the hybrid log-block FTLs of
+  the BAST/FAST family) instead of opening the AU: each ``random_unit_bytes``
+  unit it covers costs ``random_write_us`` of program and map update.  When the
+  log is full, the AU whose entries came first is folded: its valid data is
+  copied into a new AU with the merge's costs (``merge_base_ms``,
+  ``merge_copy_us_per_kib``), freeing its entries.  Scattered writes over a span
+  much larger than the log therefore run fast until the log fills, then slow to
+  a fold per few writes: the collapse real cards show after tens of MB.  An area
+  of 0 B (the default) is a card without one: every such write opens its AU.
 * Allocation units (AU): writes land in an *update block* per open AU, as
   in hybrid-mapping FTLs (cf. flashbench).  When an update block is full, or a
   write needs an AU that is not open and all ``open_aus`` slots are taken, the
@@ -28,9 +39,10 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from ...options import opt
-from ...profiles import FIT_REL_SD_HELP, check_fit_rel_sd
+from ...profiles import FIT_REL_SD_HELP, UNFITTED_HELP, check_fit_rel_sd
 
 #: bound of time-like card figures: far beyond any SD timeout (write busy 250 ms SDHC / 500 ms SDXC), and far
 #: inside what the virtual clock's arithmetic holds
@@ -51,7 +63,8 @@ ERASE_ARGS = {"erase": 0, "discard": 1, "fule": 2}
 #: card fields that say what the card is, how big and what its bus allows, not how long it takes: a population
 #: value (the median of the shipped fitted cards) or a population member never carries them
 NOT_TIMING = frozenset({"name", "description", "timing_from", "speed_class", "uhs_bus", "capacity_bytes",
-                        "erased_byte", "rca", "default_speed_max_clock_hz", "high_speed_max_clock_hz", "fit_rel_sd"})
+                        "erased_byte", "rca", "default_speed_max_clock_hz", "high_speed_max_clock_hz", "fit_rel_sd",
+                        "unfitted"})
 
 
 @dataclass(frozen=True)
@@ -104,6 +117,15 @@ class CardProfile:
                                       "only the old block is erased")
     merge_copy_us_per_kib: float = opt(0.0, unit="µs/KiB", min=0, max=MAX_TIME_US,
                                        help="cost of copying one KiB of valid data during a merge")
+    random_area_bytes: int = opt(0, unit="B", min=0, max=1 << 34,
+                                 help="page-mapped log that takes small scattered writes; 0 = none (every one opens "
+                                      "its AU)")
+    random_unit_bytes: int = opt(4096, unit="B", min=512, max=1 << 20,
+                                 help="mapping and program unit of the random-write area")
+    random_max_bytes: int = opt(16384, unit="B", min=512, max=1 << 24,
+                                help="writes shorter than this into an AU that is not open go to the random-write area")
+    random_write_us: float = opt(0.0, unit="µs", min=0, max=MAX_TIME_US,
+                                 help="program and map update of one random_unit_bytes unit in the random-write area")
     pause_probability: float = opt(0.0, min=0.0, max=1.0,
                                    help="chance per write command of a background pause (seeded)")
     pause_median_ms: float = opt(50.0, unit="ms", min=0, max=MAX_TIME_MS, help="median length of a background pause")
@@ -132,6 +154,7 @@ class CardProfile:
                                             "TRAN_SPEED 0x5A); 0 = the card has no High Speed mode")
 
     fit_rel_sd: dict[str, float] = opt(factory=dict, help=FIT_REL_SD_HELP)
+    unfitted: dict[str, float] = opt(factory=dict, help=UNFITTED_HELP)
 
     def __post_init__(self) -> None:
         check_fit_rel_sd(self)
@@ -149,6 +172,9 @@ class CardProfile:
         if self.update_block_bytes < self.page_bytes:
             raise ValueError(f"update_block_bytes = {self.update_block_bytes} B cannot hold one page of "
                              f"page_bytes = {self.page_bytes} B")
+        if self.random_area_bytes and self.random_area_bytes < self.random_unit_bytes:
+            raise ValueError(f"random_area_bytes = {self.random_area_bytes} B cannot hold one random_unit_bytes = "
+                             f"{self.random_unit_bytes} B unit (0 = no random-write area)")
         if self.small_write_unit_bytes > self.page_bytes:
             raise ValueError(f"small_write_unit_bytes = {self.small_write_unit_bytes} B is above page_bytes = "
                              f"{self.page_bytes} B (it is the space a write shorter than a page takes)")
@@ -202,12 +228,23 @@ class CardModel:
         # valid pages of each AU outside its update block (absent: every page, if preconditioned, else none)
         self._valid: dict[int, set[int]] = {}
         self._first_write_done = False
+        #: where the last busy this model returned (write_done_busy_ns, erase_busy_ns) comes from: (ledger key,
+        #: ns) pairs that sum to it (sdbench.clock.VirtualClock.ledger_ns)
+        self.busy_parts: tuple[tuple[str, float], ...] = ()
+        self._merge_parts: list[tuple[str, float]] = []
+        # the random-write area: AU -> [units it holds there, the pages they cover], in the order the AUs first
+        # entered (the fold order)
+        self._log: dict[int, list[Any]] = {}
+        self._log_units = 0
+        self._log_capacity = profile.random_area_bytes // profile.random_unit_bytes
+        #: bytes programmed into the card's flash: the host's data plus what merges and folds copy
+        self.nand_programmed_bytes = 0
+        #: writes the random-write area took, and folds it made room with
+        self.random_writes = 0
+        self.folds = 0
         self.merges = 0
         self.pauses = 0
         self.pause_ns_total = 0
-        #: bytes programmed into NAND: the host's data plus the pages merges copy (wear; a lower bound, as
-        #: NAND programs whole pages)
-        self.nand_programmed_bytes = 0
         if profile.initial_update_fill_bytes:
             st = self._open.setdefault(0, _AuState(pages=set()))
             st.used_bytes = profile.initial_update_fill_bytes
@@ -222,13 +259,18 @@ class CardModel:
 
     def read_boundary_ns(self, lba: int, count: int, sector_bytes: int) -> float:
         """Extra time of one read for the page and AU boundaries strictly inside it."""
+        return sum(ns for _, ns in self.read_boundary_parts(lba, count, sector_bytes))
+
+    def read_boundary_parts(self, lba: int, count: int, sector_bytes: int) -> tuple[tuple[str, float], ...]:
+        """:meth:`read_boundary_ns` by ledger key: the page crossings, the AU crossings."""
         p = self.p
         if not (p.read_page_cross_us or p.read_au_cross_us):
-            return 0.0
+            return ()
         first, last = lba * sector_bytes, (lba + count) * sector_bytes - 1
         pages = last // p.page_bytes - first // p.page_bytes
         aus = last // p.au_bytes - first // p.au_bytes
-        return (pages * p.read_page_cross_us + aus * p.read_au_cross_us) * 1e3
+        return (("sd.card.read_page_cross_us", pages * p.read_page_cross_us * 1e3),
+                ("sd.card.read_au_cross_us", aus * p.read_au_cross_us * 1e3))
 
     # ---- writes ---------------------------------------------------------------------
     def write_block_busy_ns(self, multi: bool) -> float:
@@ -237,37 +279,49 @@ class CardModel:
     def write_done_busy_ns(self, lba: int, count: int, sector_bytes: int, multi: bool) -> float:
         """Busy after a write command's data (CMD24 block, or end of CMD25)."""
         base = self.p.write_busy_end_us if multi else self.p.write_busy_single_us
+        merges = self._merge_parts
+        merges.clear()
         busy = base * 1e3 + self._ftl_write(lba * sector_bytes, count * sector_bytes)
+        parts = [("sd.card.write_busy_end_us" if multi else "sd.card.write_busy_single_us", base * 1e3), *merges]
         if not self._first_write_done:
             self._first_write_done = True
             busy += self.p.first_write_ms * 1e6
+            parts.append(("sd.card.first_write_ms", self.p.first_write_ms * 1e6))
         if self.p.pause_probability > 0 and self._rng.random() < self.p.pause_probability:
             pause = self.p.pause_median_ms * 1e6 * math.exp(self.p.pause_sigma * self._rng.gauss(0.0, 1.0))
             self.pauses += 1
             self.pause_ns_total += int(pause)
             busy += pause
+            parts.append(("sd.card.pause_median_ms", pause))
+        self.busy_parts = tuple(parts)
         return busy
 
     def _ftl_write(self, offset: int, nbytes: int) -> float:
-        """Account a write in the update blocks; returns merge time in ns."""
+        """Account a write in the update blocks or the random-write area; returns merge time in ns."""
         p = self.p
         cost = 0.0
-        self.nand_programmed_bytes += nbytes
         page = p.page_bytes
         first_page, last_page = offset // page, (offset + nbytes - 1) // page
         pages_per_au = p.au_bytes // page
+        self.nand_programmed_bytes += nbytes
         for au in range(first_page // pages_per_au, last_page // pages_per_au + 1):
             lo = max(first_page, au * pages_per_au)
             hi = min(last_page, (au + 1) * pages_per_au - 1)
+            w_start = max(offset, au * p.au_bytes)
+            w_end = min(offset + nbytes, (au + 1) * p.au_bytes)
             st = self._open.pop(au, None)
+            if st is None and self._log_capacity and w_end - w_start < p.random_max_bytes \
+                    and w_start % p.au_bytes:
+                cost += self._log_write(au, w_start, w_end)
+                continue
             if st is None:
+                if au in self._log:  # the AU opens for a stream: its entries in the log are folded into it first
+                    cost += self._fold(au)
                 if len(self._open) >= p.open_aus:
                     victim, vst = next(iter(self._open.items()))
                     del self._open[victim]
                     cost += self._merge(victim, vst)
                 st = _AuState(pages=set())
-            w_start = max(offset, au * p.au_bytes)
-            w_end = min(offset + nbytes, (au + 1) * p.au_bytes)
             if w_start == st.end_offset:
                 # continues the previous write: the card's buffer fills the partly written page first
                 new_used = st.used_bytes + (w_end - w_start)
@@ -290,6 +344,40 @@ class CardModel:
             self._open[au] = st  # most recently used last
         return cost
 
+    def _log_write(self, au: int, w_start: int, w_end: int) -> float:
+        """A small scattered write into the random-write area: its units' program time, and the folds that
+        make room for them (ns)."""
+        p = self.p
+        g = p.random_unit_bytes
+        units = (w_end - 1) // g - w_start // g + 1
+        cost = 0.0
+        while self._log_units + units > self._log_capacity and self._log:
+            cost += self._fold(next(iter(self._log)))
+        entry = self._log.setdefault(au, [0, set()])
+        entry[0] += units
+        entry[1].update(range(w_start // p.page_bytes, (w_end - 1) // p.page_bytes + 1))
+        self._log_units += units
+        self.random_writes += 1
+        program = units * p.random_write_us * 1e3
+        self._merge_parts.append(("sd.card.random_write_us", program))
+        return cost + program
+
+    def _fold(self, au: int) -> float:
+        """Fold an AU's entries out of the random-write area: its valid data and the entries are written to a
+        new block (a merge that copies the whole AU's valid pages), the old one is erased (ns)."""
+        p = self.p
+        units, pages = self._log.pop(au)
+        self._log_units -= units
+        self.folds += 1
+        valid = self._valid_pages(au)
+        valid |= pages
+        copy_pages = len(valid)
+        self.nand_programmed_bytes += copy_pages * p.page_bytes
+        copy_ns = copy_pages * p.page_bytes / 1024 * p.merge_copy_us_per_kib * 1e3
+        self._merge_parts += (("sd.card.merge_base_ms", p.merge_base_ms * 1e6),
+                              ("sd.card.merge_copy_us_per_kib", copy_ns))
+        return p.merge_base_ms * 1e6 + copy_ns
+
     def _valid_pages(self, au: int) -> set[int]:
         v = self._valid.get(au)
         if v is None:
@@ -306,10 +394,14 @@ class CardModel:
         written = st.pages or set()
         valid = self._valid_pages(au)
         copy_pages = len(valid - written)
-        self.nand_programmed_bytes += copy_pages * p.page_bytes
         valid |= written
+        self.nand_programmed_bytes += copy_pages * p.page_bytes
         if st.sequential and len(written) == pages_per_au:
+            self._merge_parts.append(("sd.card.switch_merge_ms", p.switch_merge_ms * 1e6))
             return p.switch_merge_ms * 1e6  # switch merge: the update block becomes the data block
+        copy_ns = copy_pages * p.page_bytes / 1024 * p.merge_copy_us_per_kib * 1e3
+        self._merge_parts += (("sd.card.merge_base_ms", p.merge_base_ms * 1e6),
+                              ("sd.card.merge_copy_us_per_kib", copy_ns))
         return (p.merge_base_ms * 1e3 + copy_pages * p.page_bytes / 1024 * p.merge_copy_us_per_kib) * 1e3
 
     # ---- erase and init ---------------------------------------------------------------
@@ -326,6 +418,8 @@ class CardModel:
                 continue
             gone = range(lo, hi)
             self._valid_pages(au).difference_update(gone)
+            if hi - lo == ppa and au in self._log:  # a whole AU discarded: its log entries are dropped
+                self._log_units -= self._log.pop(au)[0]
             st = self._open.get(au)
             if st is not None:
                 if hi - lo == ppa:
@@ -337,8 +431,12 @@ class CardModel:
         """Busy after CMD38 of ``kind`` (ERASE_KINDS) over ``count`` sectors."""
         p = self.p
         if kind == "erase":
+            self.busy_parts = (("sd.card.erase_busy_us", p.erase_busy_us * 1e3),
+                               ("sd.card.erase_busy_per_sector_us", p.erase_busy_per_sector_us * count * 1e3))
             return (p.erase_busy_us + p.erase_busy_per_sector_us * count) * 1e3
-        return (p.discard_busy_us if kind == "discard" else p.fule_busy_us) * 1e3
+        field = "discard_busy_us" if kind == "discard" else "fule_busy_us"
+        self.busy_parts = (("sd.card." + field, getattr(p, field) * 1e3),)
+        return getattr(p, field) * 1e3
 
     def init_ns(self) -> float:
         return self.p.init_ms * 1e6

@@ -53,7 +53,7 @@ import numpy as np
 from ...clock import ClockDelta, VirtualClock
 from ...errors import ConfigError
 from ... import profiles
-from ...profiles import FIT_REL_SD_HELP, check_fit_rel_sd
+from ...profiles import FIT_REL_SD_HELP, UNFITTED_HELP, check_fit_rel_sd
 from ...options import from_mapping, opt, to_mapping
 from ..base import BlockDevice, Geometry
 from ..wl import WearLevelling, WlConfig
@@ -63,6 +63,12 @@ from .nor import (ADDR_BITS, BLOCK64_BYTES, CMD_CLOCKS, READ_MODES, RDSR_CLOCKS,
                   NorChipConfig, NorFlashChip, load_chip_profile)
 
 FLASH_MODES = ("qio", "qout", "dio", "dout", "fastrd", "slowrd")
+#: ledger keys (sdbench.clock.VirtualClock.ledger_ns) of the flash driver's time
+CMD_KEY = "flash.host.cmd_overhead_cycles"
+OP_KEY = "flash.host.op_overhead_cycles"
+BUS_KEY = "flash.host.flash_clock_hz"
+YIELD_KEY = "flash.host.rtos_tick_hz"
+PROGRAM_KEY = "flash.chip.program"
 
 #: default of ``Esp32FlashDriver(reference_path=...)``: True sends every read and write command by command
 #: (the reference path) instead of replaying lock sections in one clock step; results are the same either way
@@ -109,6 +115,7 @@ class EspFlashHostProfile:
                                   help="highest SPI1 flash clock the host can set (ESP32: 80 MHz); a faster "
                                        "flash_clock_hz is refused; 0 = no limit")
     fit_rel_sd: dict[str, float] = opt(factory=dict, help=FIT_REL_SD_HELP)
+    unfitted: dict[str, float] = opt(factory=dict, help=UNFITTED_HELP)
 
     def __post_init__(self) -> None:
         check_fit_rel_sd(self)
@@ -198,8 +205,14 @@ class Esp32FlashDriver(BlockDevice):
         # fast paths (see _write_section_fast): integer clock steps, recomputed if the chip's SCLK changes
         self._fast_npc = -1.0
         self._fast: tuple[Any, ...] = ()
+        self._read_costs: dict[int, ClockDelta] = {}  # _read_cost by size
         self._write_primed = False
         self._read_primed = False
+        # the clock's recording (sdbench.ledger): requests reported to it, or, when replaying, registered only
+        rec = self.vclock.recording
+        self._rec = None if rec is None or rec.replaying else rec
+        self._rec_id = rec.register(self) if rec is not None else -1
+        self._zeros = b""
 
     def partition(self, offset_bytes: int, size_bytes: int) -> "Esp32FlashDriver":
         """Another window on the same chip, sharing the driver's OS state (as esp_partition does) and its
@@ -210,12 +223,12 @@ class Esp32FlashDriver(BlockDevice):
 
     # ---- time helpers ----------------------------------------------------------------
     def _host(self, ns: float) -> None:
-        self.vclock.advance_ns(ns, "host")
+        self.vclock.advance_ns(ns, "host", CMD_KEY)
 
     def _lock_section(self) -> None:
         """spiflash start + end: SPI1 lock, caches off and on again (charged once, up front)."""
         self.counters.lock_sections += 1
-        self.vclock.advance_ns(self._op_ns, "host")
+        self.vclock.advance_ns(self._op_ns, "host", OP_KEY)
 
     def _release(self) -> None:
         self._os.released_since_ns = self.vclock.now_ns()
@@ -232,7 +245,7 @@ class Esp32FlashDriver(BlockDevice):
         elif now - os_.acquired_since_ns >= prof.erase_yield_duration_ms * 1e6:
             tick = self._tick_ns
             wake = (int(now // tick) + prof.erase_yield_ticks) * tick  # vTaskDelay wakes on a tick
-            self.vclock.advance_ns(wake - now, "rtos")
+            self.vclock.advance_ns(wake - now, "rtos", YIELD_KEY)
             self.counters.yields += 1
             self.counters.yield_ns += int(round(wake - now))
             os_.acquired_since_ns = self.vclock.now_ns()
@@ -254,14 +267,14 @@ class Esp32FlashDriver(BlockDevice):
             period = h + b + self._poll_ns
             waits = int(-(-(busy_until - first) // period)) if period > 0 else 0
         polls = waits + 1
-        self.vclock.advance_ns(polls * h, "host")
-        self.vclock.advance_ns(polls * b, "bus")
+        self.vclock.advance_ns(polls * h, "host", CMD_KEY)
+        self.vclock.advance_ns(polls * b, "bus", BUS_KEY)
         if waits:
-            self.vclock.advance_ns(waits * self._poll_ns, "flash")
+            self.vclock.advance_ns(waits * self._poll_ns, "flash", chip.busy_key)
         # rounding of the steps to whole ns must not leave the chip busy at the last poll
         late = chip.busy_until_ns - self.vclock.now_ns()
         if late > 0:
-            self.vclock.advance_ns(late, "flash")
+            self.vclock.advance_ns(late, "flash", chip.busy_key)
         self.counters.transactions += polls
         self.counters.poll_waits += waits
         chip.note_status_reads(polls)
@@ -309,6 +322,7 @@ class Esp32FlashDriver(BlockDevice):
                 read_hdr, f.data_lanes, npc,
             )
             self._fast_npc = npc
+            self._read_costs.clear()
         return self._fast
 
     def _primed(self, spent: tuple[str, ...], commands: tuple[str, ...]) -> bool:
@@ -457,8 +471,41 @@ class Esp32FlashDriver(BlockDevice):
         self.vclock.apply(ClockDelta(
             now - now0,
             tuple((cat, v) for cat, v in (("host", host), ("bus", bus), ("flash", flash)) if v),
-            (("RDSR", polls_total + 2 * nprog), ("WREN", nprog), ("PP", nprog))))
+            (("RDSR", polls_total + 2 * nprog), ("WREN", nprog), ("PP", nprog)),
+            ((OP_KEY, OP1), (CMD_KEY, host - OP1), (BUS_KEY, bus), (PROGRAM_KEY, flash))))
         return True
+
+    def _read_cost(self, size: int) -> ClockDelta:
+        """The time of an esp_flash_read of ``size`` bytes while the chip is idle: lock sections of
+        read_chunk_bytes, READ commands of max_read_bytes (it does not depend on the address)."""
+        c = self._fast_consts()  # before the cache: a new SCLK empties it
+        cost = self._read_costs.get(size)
+        if cost is not None:
+            return cost
+        H1, OP1, hdr, lanes, npc = c[4], c[6], c[9], c[10], c[11]
+        prof = self.profile
+        step = prof.max_read_bytes
+        chunk_max = prof.read_chunk_bytes
+        full_bus = int((hdr + -(-step * 8 // lanes)) * npc + 0.5)  # one READ of `step` bytes (bus)
+        host = bus = ncmd = 0
+        left = size
+        while left > 0:
+            chunk = chunk_max if chunk_max < left else left
+            nfull, rem = divmod(chunk, step)
+            host += OP1 + nfull * H1
+            bus += nfull * full_bus
+            ncmd += nfull
+            if rem:
+                host += H1
+                bus += int((hdr + -(-rem * 8 // lanes)) * npc + 0.5)
+                ncmd += 1
+            left -= chunk
+        spent = tuple((cat, v) for cat, v in (("host", host), ("bus", bus)) if v)
+        nsec = -(-size // chunk_max)
+        cost = self._read_costs[size] = ClockDelta(host + bus, spent, (("READ", ncmd),),
+                                                   ((OP_KEY, nsec * OP1), (CMD_KEY, host - nsec * OP1),
+                                                    (BUS_KEY, bus)))
+        return cost
 
     def _read_fast(self, addr: int, size: int) -> bytes | None:
         """flash_read replayed in one clock step (see the fast-path notes above); None: use the exact path."""
@@ -473,36 +520,14 @@ class Esp32FlashDriver(BlockDevice):
             chip._settle()  # what the first READ does
             if chip._busy:
                 return None  # the exact path raises (after the host time it charges first)
-        c = self._fast_consts()
-        H1, OP1, hdr, lanes, npc = c[4], c[6], c[9], c[10], c[11]
-        prof = self.profile
-        step = prof.max_read_bytes
-        chunk_max = prof.read_chunk_bytes
-        full_bus = int((hdr + -(-step * 8 // lanes)) * npc + 0.5)  # one READ of `step` bytes (bus)
-        host = bus = ncmd = nsec = 0
-        left = size
-        while left > 0:
-            chunk = chunk_max if chunk_max < left else left
-            nfull, rem = divmod(chunk, step)
-            host += OP1 + nfull * H1
-            bus += nfull * full_bus
-            ncmd += nfull
-            if rem:
-                host += H1
-                bus += int((hdr + -(-rem * 8 // lanes)) * npc + 0.5)
-                ncmd += 1
-            nsec += 1
-            left -= chunk
+        cost = self._read_cost(size)
         data = chip.mem_view(addr, size)
+        ncmd = cost.commands[0][1]
         chip.stats.read_commands += ncmd
         cnt = self.counters
-        cnt.lock_sections += nsec
+        cnt.lock_sections += -(-size // self.profile.read_chunk_bytes)
         cnt.transactions += ncmd
-        if host and bus:
-            spent: tuple[tuple[str, int], ...] = (("host", host), ("bus", bus))
-        else:
-            spent = tuple((cat, v) for cat, v in (("host", host), ("bus", bus)) if v)
-        self.vclock.apply(ClockDelta(host + bus, spent, (("READ", ncmd),)))
+        self.vclock.apply(cost)
         self._os.released_since_ns = self.vclock.now_ns()  # _release after the last chunk
         return data
 
@@ -518,14 +543,14 @@ class Esp32FlashDriver(BlockDevice):
         step = self.profile.max_read_bytes
         chunk_max = self.profile.read_chunk_bytes
         mode, dummy, cmd_ns = self._mode, self.profile.extra_dummy_clocks, self._cmd_ns
-        adv = self.vclock.advance_ns
+        adv = self.vclock.advance_ns  # (ns, category, ledger key)
         while size > 0:
             chunk = min(chunk_max, size)
             self._lock_section()
             a, left = addr, chunk
             while left > 0:
                 k = step if left > step else left
-                adv(cmd_ns, "host")
+                adv(cmd_ns, "host", CMD_KEY)
                 out += chip.cmd_read(a, k, mode, dummy)
                 self.counters.transactions += 1
                 a += k
@@ -591,13 +616,61 @@ class Esp32FlashDriver(BlockDevice):
 
     # ---- BlockDevice (partition-relative, as esp_partition_*) ------------------------
     def _read(self, lba: int, count: int, buf_addr: int) -> bytes:
-        return self.flash_read(self.offset_bytes + lba, count)
+        rec = self._rec
+        if rec is None:
+            return self.flash_read(self.offset_bytes + lba, count)
+        rec.depth += 1
+        try:
+            data = self.flash_read(self.offset_bytes + lba, count)
+        finally:
+            rec.depth -= 1
+        # every write and erase waits for the chip before it returns, so a read finds it idle: its time is
+        # its size's (_read_cost)
+        rec.read(self._rec_id, count, lba, count)
+        return data
 
     def _write(self, lba: int, data: bytes, buf_addr: int) -> None:
-        self.flash_write(self.offset_bytes + lba, data)
+        self._reported("write", self.flash_write, lba, len(data), data)
 
     def _erase(self, lba: int, count: int) -> None:
-        self.flash_erase_region(self.offset_bytes + lba, count)
+        self._reported("erase", self.flash_erase_region, lba, count, count)
+
+    def _reported(self, name: str, call: Any, lba: int, n: int, arg: Any) -> None:
+        """``call(chip address, arg)``, reported to the clock's recording as request ``name`` of ``n`` bytes."""
+        rec = self._rec
+        if rec is None:
+            call(self.offset_bytes + lba, arg)
+            return
+        rec.depth += 1
+        try:
+            call(self.offset_bytes + lba, arg)
+        finally:
+            rec.depth -= 1
+        rec.op(self._rec_id, name, (lba, n))
+
+    # ---- replay (sdbench.ledger): another run's requests, timing only --------------------------
+    def priced_profiles(self) -> dict[str, Any]:
+        """The profiles a recorded charge above this driver may be priced in (sdbench.ledger.Price.section)."""
+        return {"flash.host": self.profile, "flash.chip": self.chip.profile}
+
+    def replay_op(self, name: str, args: tuple[int, int]) -> None:
+        """Time one recorded request; a write programs zeros (a NOR program's time does not depend on the
+        data, and zeros never set a bit an erase did not)."""
+        lba, n = args
+        if name == "read":
+            self.flash_read(self.offset_bytes + lba, n)
+        elif name == "write":
+            if len(self._zeros) < n:
+                self._zeros = bytes(n)
+            self.flash_write(self.offset_bytes + lba, memoryview(self._zeros)[:n])
+        else:
+            self.flash_erase_region(self.offset_bytes + lba, n)
+
+    def replay_reads(self, key: Any, spans: list[int]) -> None:
+        """Time the reads of ``key`` bytes recorded (``spans``: offset and size of each, flattened); the last
+        ends the lock hold as flash_read does (the recording puts the charges after it after this)."""
+        self.vclock.charge(self._read_cost(key), len(spans) // 2)
+        self._os.released_since_ns = self.vclock.now_ns()
 
     def describe(self) -> dict[str, Any]:
         d = super().describe()

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from ...errors import ConfigError
 from ...options import opt, to_mapping
-from ...profiles import FIT_REL_SD_HELP, check_fit_rel_sd
+from ...profiles import FIT_REL_SD_HELP, UNFITTED_HELP, check_fit_rel_sd
 
 DRIVERS = ("sdmmc", "sdspi", "p2spi", "generic", "sdfat-spi", "sdio")
 #: sdfat-spi, sdio: which multi-block transfers stay open for the next request at the following LBA
@@ -120,6 +120,7 @@ class HostProfile:
     status_before_transfer: bool = opt(False, help="sdio: one CMD13 before each CMD17/CMD18/CMD24/CMD25 (SdFat's Teensy "
                                                    "SDIO driver)")
     fit_rel_sd: dict[str, float] = opt(factory=dict, help=FIT_REL_SD_HELP)
+    unfitted: dict[str, float] = opt(factory=dict, help=UNFITTED_HELP)
 
     def __post_init__(self) -> None:
         check_fit_rel_sd(self)

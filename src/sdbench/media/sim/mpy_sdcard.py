@@ -26,6 +26,7 @@ ESP32-S3 SPI peripheral divides 80 MHz by an integer, giving 1.311 MHz.
 from __future__ import annotations
 
 import math
+from typing import Any
 from dataclasses import dataclass
 
 from ...errors import ConfigError
@@ -65,24 +66,29 @@ class MicroPythonSdCard(SdHostDriver):
         """(CPU, bus) time of one polling iteration."""
         return self.host.cycles_ns(self.mpy.poll_cycles), self.bus.poll_byte_ns()
 
-    def _spi_wait(self, ns: float) -> None:
+    def _spi_wait(self, ns: float, parts: Any = ()) -> None:
         # busy: one byte per Python loop turn, until a poll sees the card ready
         if ns <= 0:
             return
+        t0 = self.vclock.now_ns()
         cpu, byte = self._poll_ns()
         n = max(1, math.ceil(ns / (cpu + byte)))
-        self._spend(n * (cpu + byte), "card")  # waiting for the card, though the CPU spins meanwhile
+        self._spend(n * (cpu + byte), "card", "")  # waiting for the card, though the CPU spins meanwhile
+        self._waited(t0, ns, parts)
 
-    def _token_wait(self, ready_ns: float) -> None:
+    def _token_wait(self, ready_ns: float, parts: Any) -> None:
         """readinto(): poll for the start token, sleeping between polls; the token byte is the last poll."""
+        t0 = self.vclock.now_ns()
         cpu, byte = self._poll_ns()
         period = cpu + byte
         sleep = self.mpy.token_retry_sleep_us * 1e3
         misses = 0 if ready_ns <= period else math.ceil((ready_ns - period) / (sleep + period))
-        self._spend((misses + 1) * cpu, "host")
-        self._spend((misses + 1) * byte, "bus")
+        self._spend((misses + 1) * cpu, "host", "")
+        self._spend((misses + 1) * byte, "bus", "")
         if misses:
-            self._spend(misses * sleep, "rtos")
+            self._spend(misses * sleep, "rtos", "")
+        # the card's access or gap, then polling (and the driver's sleeps) past it
+        self._waited(t0, min(ready_ns, self.vclock.now_ns() - t0), parts, ticked=bool(misses))
 
     def _spi_read(self, lba: int, count: int) -> None:
         multi = count > 1
@@ -90,11 +96,14 @@ class MicroPythonSdCard(SdHostDriver):
         t0 = self._command(name, lba)
         data_ns = self.bus.read_block_ns() - self.bus.poll_byte_ns()  # the token byte is the last poll
         for i in range(count):
-            self._token_wait(self.card.read_access_ns() if i == 0 else self.card.read_block_gap_ns())
-            self._spend(data_ns, "bus")
+            if i == 0:
+                self._token_wait(self.card.read_access_ns(), "sd.card.read_access_us")
+            else:
+                self._token_wait(self.card.read_block_gap_ns(), "sd.card.read_block_gap_us")
+            self._spend(data_ns, "bus", "sd.bus.clock_hz")
             self._data_cpu(SECTOR)
         self._event(t0, name, lba, count * SECTOR)
         if multi:
             t1 = self._command("CMD12", 0, "R1b")
-            self._spend(self.bus.poll_byte_ns(), "bus")  # cmd(12, skip1=True) drops one byte first
+            self._spend(self.bus.poll_byte_ns(), "bus", "sd.bus.clock_hz")  # cmd(12, skip1=True): one byte first
             self._event(t1, "CMD12", 0)

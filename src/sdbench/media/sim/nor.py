@@ -41,7 +41,7 @@ import numpy as np
 from ...clock import VirtualClock
 from ...errors import ConfigError, InternalError
 from ... import profiles
-from ...profiles import FIT_REL_SD_HELP, check_fit_rel_sd
+from ...profiles import FIT_REL_SD_HELP, UNFITTED_HELP, check_fit_rel_sd
 from ...options import opt, to_mapping
 from ..base import BlockDevice, BlockDeviceError, DeviceStats, Geometry
 
@@ -129,6 +129,7 @@ class FlashChipProfile:
     endurance_cycles: int = opt(100_000, unit="erase cycles", min=1,
                                 help="rated erase cycles per sector, for the wear summary")
     fit_rel_sd: dict[str, float] = opt(factory=dict, help=FIT_REL_SD_HELP)
+    unfitted: dict[str, float] = opt(factory=dict, help=UNFITTED_HELP)
 
     def __post_init__(self) -> None:
         try:
@@ -236,6 +237,8 @@ class NorFlashChip(BlockDevice):
         self._rng = random.Random(f"nor-busy:{self.config.seed}")
         self._busy_until_ns = 0
         self._busy = False
+        #: the ledger key of what the chip is busy with (a wait for it is charged there)
+        self.busy_key = "flash.chip.program"
         self._wel = False
         self._page = p.page_size_bytes
         self._clock_hz = 0
@@ -305,7 +308,7 @@ class NorFlashChip(BlockDevice):
             self._wel = False  # WEL clears when a program/erase completes
 
     def _bus(self, clocks: int) -> None:
-        self.vclock.advance_ns(clocks * self._ns_per_clock, "bus")
+        self.vclock.advance_ns(clocks * self._ns_per_clock, "bus", "flash.host.flash_clock_hz")
 
     def _start_write_op(self, name: str) -> None:
         self._settle()
@@ -447,6 +450,7 @@ class NorFlashChip(BlockDevice):
             st.zero_to_one_bytes += bad_bytes
             st.zero_to_one_bits += bad_bits
         self._set_busy(self._draw_ns(self._prog_typ_ns[k], self._prog_max_ns[k]))
+        self.busy_key = "flash.chip.program"
 
     def _erase_cmd(self, name: str, addr: int, size: int, typ_ms: float, max_ms: float) -> None:
         self._start_write_op(name)
@@ -457,6 +461,7 @@ class NorFlashChip(BlockDevice):
         self._mem[start:start + size] = 0xFF
         self.erase_counts[start // SECTOR_BYTES:(start + size) // SECTOR_BYTES] += 1
         self._set_busy(self._draw_ns(typ_ms * 1e6, max_ms * 1e6))
+        self.busy_key = "flash.chip.erase"
 
     def cmd_sector_erase(self, addr: int) -> None:
         p = self.profile
@@ -477,7 +482,7 @@ class NorFlashChip(BlockDevice):
         """Let virtual time pass until the running program/erase has finished."""
         now = self.vclock.now_ns()
         if self._busy and self._busy_until_ns > now:
-            self.vclock.advance_ns(self._busy_until_ns - now, category)
+            self.vclock.advance_ns(self._busy_until_ns - now, category, self.busy_key)
         self._settle()
 
     # ---- inspection -----------------------------------------------------------------

@@ -77,6 +77,11 @@ from .card import ERASE_ARGS, CardModel, CardProfile
 from .host import HostProfile, host_metadata
 
 SECTOR = 512
+#: ledger keys (VirtualClock.ledger_ns): time on the bus at its clock; time a wait ran past the busy it waited
+#: for (polls that found the card ready, the rounding of SPI polling to whole bytes); RTOS tick rounding
+BUS = "sd.bus.clock_hz"
+POLLING = "sd.wait.polling"
+TICKS = "sd.host.rtos_tick_hz"
 #: driver kinds that keep a multi-block transfer open between requests: their reads depend on the driver's
 #: state, so read costs are not cached
 STREAMING = ("sdfat-spi", "sdio")
@@ -161,15 +166,40 @@ class SdHostDriver(BlockDevice):
         self._stream: _Stream | None = None
         # sdfat-spi: the card is busy until this time (the next command polls it out); the SPI is selected
         self._ready_at_ns = 0.0
+        self._ready_parts: tuple[tuple[str, float], ...] = ()
         self._spi_active = False
+        # the clock's recording (sdbench.ledger): this driver reports every request to it, or, in a stack built to
+        # replay another run's requests, only registers and moves no data
+        rec = clock.recording
+        self._rec = None if rec is None or rec.replaying else rec
+        self._rec_id = rec.register(self) if rec is not None else -1
 
     # ---- time helpers -------------------------------------------------------------
-    def _spend(self, ns: float, category: str) -> None:
-        self.vclock.advance_ns(ns, category)
+    def _spend(self, ns: float, category: str, param: str | None = None) -> None:
+        self.vclock.advance_ns(ns, category, param)
 
-    def _sw(self, cycles: float) -> None:
+    def _sw(self, cycles: float, field: str) -> None:
+        """Host software time: ``cycles`` of host profile field ``field``."""
         if cycles:
-            self._spend(self.host.cycles_ns(cycles), "host")
+            self._spend(self.host.cycles_ns(cycles), "host", "sd.host." + field)
+
+    def _sw_mix(self, parts: tuple[tuple[str, float], ...]) -> None:
+        """Host software time of several host profile fields in one step: (field, cycles) pairs."""
+        total = sum(c for _, c in parts)
+        if total:
+            self._spend(self.host.cycles_ns(total), "host", "")
+            self.vclock.attribute(("sd.host." + f, self.host.cycles_ns(c)) for f, c in parts)
+
+    def _waited(self, t0: int, busy_ns: float, parts: Any, ticked: bool = False) -> None:
+        """The ledger of a wait charged with ``param=""`` since ``t0``: the busy's ``parts`` ((key, ns) pairs
+        that sum to ``busy_ns``; a single key for all of it), and the time past it: RTOS tick rounding when the
+        wait slept (``ticked``), polling otherwise."""
+        total = self.vclock.now_ns() - t0
+        if busy_ns > 0:
+            if isinstance(parts, str):
+                parts = ((parts, busy_ns),)
+            self.vclock.attribute(parts)
+        self.vclock.attribute(((TICKS if ticked else POLLING, total - max(busy_ns, 0.0)),))
 
     def _event(self, t0: int, name: str, arg: int, nbytes: int = 0, repeat: int = 1) -> None:
         self.vclock.count_command(name, repeat)
@@ -184,19 +214,21 @@ class SdHostDriver(BlockDevice):
         """Software transaction + the command/response on the bus.  Returns the start time."""
         t0 = self.vclock.now_ns()
         if transaction:
-            self._sw(self.host.transaction_cycles)
-        self._spend(self.bus.command_ns(response), "bus")
+            self._sw(self.host.transaction_cycles, "transaction_cycles")
+        self._spend(self.bus.command_ns(response), "bus", BUS)
         return t0
 
     def _tick_wait(self) -> None:
         tick = 1e9 / self.host.rtos_tick_hz
         now = self.vclock.now_ns()
         nxt = (math.floor(now / tick) + 1) * tick
-        self._spend(nxt - now, "rtos")
+        self._spend(nxt - now, "rtos", "")
 
-    def _poll_cmd13(self, busy_ns: float) -> None:
-        """sdmmc: CMD13 back to back until the card is ready; yields a tick after 100 ms, then doubling."""
+    def _poll_cmd13(self, busy_ns: float, parts: Any = ()) -> None:
+        """sdmmc: CMD13 back to back until the card is ready; yields a tick after 100 ms, then doubling.
+        ``parts``: where the busy comes from, for the ledger (see :meth:`_waited`)."""
         t_start = self.vclock.now_ns()
+        ticked = False
         host_ns = self.host.cycles_ns(self.host.transaction_cycles)
         bus_ns = self.bus.command_ns("R1")
         poll_ns = host_ns + bus_ns
@@ -211,42 +243,48 @@ class SdHostDriver(BlockDevice):
             elapsed += n * poll_ns
             polls += n
             if elapsed >= busy_ns:
-                self._spend((n - 1) * poll_ns, "card")  # polls that saw the card busy
-                self._spend(host_ns, "host")
-                self._spend(bus_ns, "bus")
+                self._spend((n - 1) * poll_ns, "card", "")  # polls that saw the card busy
+                self._spend(host_ns, "host", "")
+                self._spend(bus_ns, "bus", "")
                 break
-            self._spend(n * poll_ns, "card")
+            self._spend(n * poll_ns, "card", "")
             next_yield *= 2
             before = self.vclock.now_ns()
             self._tick_wait()  # vTaskDelay(1)
             elapsed += self.vclock.now_ns() - before
+            ticked = True
+        self._waited(t_start, busy_ns, parts, ticked)
         self._event(t_start, "CMD13", self._rca_arg, repeat=polls)
 
-    def _wait_busy_ticks(self, busy_ns: float) -> None:
+    def _wait_busy_ticks(self, busy_ns: float, parts: Any = ()) -> None:
         """Wait for DAT0 busy with vTaskDelay(1) steps (ESP32 SDMMC host, SCF_WAIT_BUSY)."""
         if busy_ns <= 0:
             return
-        t_end = self.vclock.now_ns() + busy_ns
-        self._spend(busy_ns, "card")
+        t0 = self.vclock.now_ns()
+        t_end = t0 + busy_ns
+        self._spend(busy_ns, "card", "")
         tick = 1e9 / self.host.rtos_tick_hz
         nxt = math.ceil(t_end / tick) * tick
-        self._spend(nxt - t_end, "rtos")
+        self._spend(nxt - t_end, "rtos", "")
+        self._waited(t0, busy_ns, parts, ticked=True)
 
-    def _spi_wait(self, ns: float) -> None:
+    def _spi_wait(self, ns: float, parts: Any = ()) -> None:
         """SPI: the host clocks 0xFF bytes until a token or the end of busy; rounded up to whole bytes."""
         if ns <= 0:
             return
+        t0 = self.vclock.now_ns()
         byte = self.bus.poll_byte_ns()
-        self._spend(math.ceil(ns / byte) * byte, "card")
+        self._spend(math.ceil(ns / byte) * byte, "card", "")
+        self._waited(t0, ns, parts)
 
     def _data_cpu(self, nbytes: int, *, crc: bool = False, copy: bool = False) -> None:
         h = self.host
-        cycles = h.block_cycles * (nbytes // SECTOR) + h.byte_cycles * nbytes
+        parts = [("block_cycles", h.block_cycles * (nbytes // SECTOR)), ("byte_cycles", h.byte_cycles * nbytes)]
         if crc:
-            cycles += h.crc_cycles_per_byte * nbytes
+            parts.append(("crc_cycles_per_byte", h.crc_cycles_per_byte * nbytes))
         if copy:
-            cycles += h.copy_cycles_per_byte * nbytes
-        self._sw(cycles)
+            parts.append(("copy_cycles_per_byte", h.copy_cycles_per_byte * nbytes))
+        self._sw_mix(tuple(parts))
 
     # ---- the driver's multi-block entry points ---------------------------------------
     def read_multi(self, lba: int, count: int, *, buf_addr: int = 0) -> bytes:
@@ -269,6 +307,26 @@ class SdHostDriver(BlockDevice):
 
     # ---- BlockDevice primitives -------------------------------------------------------
     def _read(self, lba: int, count: int, buf_addr: int) -> bytes:
+        rec = self._rec
+        if rec is None:
+            self._read_time(lba, count, buf_addr)
+        else:
+            rec.depth += 1
+            try:
+                key = self._read_time(lba, count, buf_addr)
+            finally:
+                rec.depth -= 1
+            if key is None:
+                rec.op(self._rec_id, "read", (lba, count, buf_addr, self._multi))
+            else:
+                rec.read(self._rec_id, key, lba, count)
+        return self.store.read_bytes(lba * SECTOR, count * SECTOR)  # checked by this device's read()
+
+    def _read_time(self, lba: int, count: int, buf_addr: int) -> tuple[Any, ...] | None:
+        """A read's time; returns the key of its recorded cost when its time depends on nothing but that key and
+        where it lies (page and AU boundaries), else None (a command log is kept, or the driver keeps transfers
+        open)."""
+        key = None
         if self.log is None and self.driver not in STREAMING:
             unaligned = self.driver == "sdmmc" and buf_addr % self.host.dma_align_bytes != 0
             key = ("read", count, unaligned, self._multi)
@@ -280,8 +338,14 @@ class SdHostDriver(BlockDevice):
             self._read_commands(lba, count, buf_addr)
         # boundaries depend on where the read lies, so they stay out of the per-size cost kept above
         if self._boundaries:
-            self._spend(self.card.read_boundary_ns(lba, count, SECTOR), "card")
-        return self.store.read_bytes(lba * SECTOR, count * SECTOR)  # checked by this device's read()
+            self._boundary(lba, count)
+        return key
+
+    def _boundary(self, lba: int, count: int) -> None:
+        """The extra time of a read over page and AU boundaries."""
+        parts = self.card.read_boundary_parts(lba, count, SECTOR)
+        self._spend(sum(ns for _, ns in parts), "card", "")
+        self.vclock.attribute(parts)
 
     def _recorded(self, key: tuple[Any, ...], run: Callable[[], Any]) -> Any:
         """The cost of ``run`` (host, bus and fixed card time only: nothing that reads the card's state or the
@@ -303,12 +367,12 @@ class SdHostDriver(BlockDevice):
         return self.log is None and self.driver not in STREAMING
 
     def _read_commands(self, lba: int, count: int, buf_addr: int) -> None:
-        self._sw(self.host.call_cycles)
+        self._sw(self.host.call_cycles, "call_cycles")
         if self.driver == "sdmmc":
             if buf_addr % self.host.dma_align_bytes:
                 for i in range(count):  # bounce buffer, one sector at a time
                     self._sdmmc_read(lba + i, 1)
-                    self._sw(self.host.copy_cycles_per_byte * SECTOR)
+                    self._sw(self.host.copy_cycles_per_byte * SECTOR, "copy_cycles_per_byte")
             else:
                 self._sdmmc_read(lba, count)
         elif self.driver == "sdfat-spi":
@@ -322,6 +386,32 @@ class SdHostDriver(BlockDevice):
 
     def _write(self, lba: int, data: bytes, buf_addr: int) -> None:
         count = len(data) // SECTOR
+        self._recorded_op("write", self._write_time, lba, count, buf_addr, self._multi)
+        self.store.write(lba, data)
+
+    def _recorded_op(self, name: str, timing: Callable[..., None], *args: Any) -> None:
+        """Run ``timing(*args)`` (a request's time), reported to the clock's recording as request ``name``."""
+        rec = self._rec
+        if rec is None:
+            timing(*args)
+            return
+        rec.depth += 1
+        try:
+            timing(*args)
+        finally:
+            rec.depth -= 1
+        rec.op(self._rec_id, name, args)
+
+    def _write_time(self, lba: int, count: int, buf_addr: int, multi_entry: bool | None = None) -> None:
+        """A write's time (its data is the store's business); ``multi_entry``: the multi-block entry's flag as it
+        was (None: as it is)."""
+        if multi_entry is not None and multi_entry != self._multi:
+            saved, self._multi = self._multi, multi_entry
+            try:
+                self._write_time(lba, count, buf_addr)
+            finally:
+                self._multi = saved
+            return
         unaligned = self.driver == "sdmmc" and buf_addr % self.host.dma_align_bytes != 0
         if self._fast() and not unaligned:
             multi = count > 1 or self._multi
@@ -333,10 +423,10 @@ class SdHostDriver(BlockDevice):
             self.vclock.charge(cost)
             self._write_done(t0, lba, count, multi)
         else:
-            self._sw(self.host.call_cycles)
+            self._sw(self.host.call_cycles, "call_cycles")
             if unaligned:
                 for i in range(count):
-                    self._sw(self.host.copy_cycles_per_byte * SECTOR)
+                    self._sw(self.host.copy_cycles_per_byte * SECTOR, "copy_cycles_per_byte")
                     self._sdmmc_write(lba + i, 1)
             elif self.driver == "sdfat-spi":
                 self._sf_write(lba, count)
@@ -344,12 +434,11 @@ class SdHostDriver(BlockDevice):
                 self._sdio_write(lba, count, buf_addr)
             else:
                 self._sdmmc_write(lba, count) if not self.bus.is_spi else self._spi_write(lba, count)
-        self.store.write(lba, data)
 
     def _write_commands(self, lba: int, count: int, multi: bool) -> int:
         """A write up to the card's busy after the data (the driver entry, command, data, block busy in a
         CMD25); returns the command's start time."""
-        self._sw(self.host.call_cycles)
+        self._sw(self.host.call_cycles, "call_cycles")
         if self.bus.is_spi:
             return self._spi_write_data(lba, count, multi)
         return self._sdmmc_write_data(lba, count, multi)
@@ -362,6 +451,9 @@ class SdHostDriver(BlockDevice):
             self._sdmmc_write_done(lba, count, multi)
 
     def _sync(self) -> None:
+        self._recorded_op("sync", self._sync_time)
+
+    def _sync_time(self) -> None:
         # SdFat's syncDevice, no-OS-FatFS's sd_sync: end an open transfer (the other kinds keep nothing open)
         if self.driver == "sdfat-spi":
             self._sf_stop()
@@ -370,10 +462,13 @@ class SdHostDriver(BlockDevice):
 
     def _erase(self, lba: int, count: int) -> None:
         # an erase callback (esp_littlefs's sdmmc_erase_sectors(..., SDMMC_ERASE_ARG)): a full ERASE
-        self._erase_cmds(lba, count, "erase")
+        self._recorded_op("erase", self._erase_cmds, lba, count, "erase")
         self.store.erase(lba, count)
 
     def _trim(self, lba: int, count: int) -> None:
+        self._recorded_op("trim", self._trim_time, lba, count)
+
+    def _trim_time(self, lba: int, count: int) -> None:
         # a filesystem's trim, as the host's disk glue treats it; the data may stay
         kind = self.host.trim_command
         if kind == "none":
@@ -384,7 +479,7 @@ class SdHostDriver(BlockDevice):
 
     def _erase_cmds(self, lba: int, count: int, kind: str) -> None:
         if self.driver in STREAMING:
-            self._sw(self.host.call_cycles)
+            self._sw(self.host.call_cycles, "call_cycles")
             self._stream_erase(lba, count, kind)
             return
         if self._fast():
@@ -400,7 +495,7 @@ class SdHostDriver(BlockDevice):
 
     def _erase_commands(self, lba: int, count: int, kind: str) -> int:
         """CMD32, CMD33 and CMD38 up to the card's busy; returns CMD38's start time."""
-        self._sw(self.host.call_cycles)
+        self._sw(self.host.call_cycles, "call_cycles")
         for name, arg in (("CMD32", lba), ("CMD33", lba + count - 1)):
             t0 = self._command(name, arg)
             self._event(t0, name, arg)
@@ -409,12 +504,14 @@ class SdHostDriver(BlockDevice):
     def _erase_done(self, t0: int, lba: int, count: int, kind: str) -> None:
         arg = ERASE_ARGS[kind]
         busy = self.card.erase_busy_ns(count, kind)
+        parts = self.card.busy_parts
         if self.bus.is_spi:
-            self._spi_wait(busy)
+            self._spi_wait(busy, parts)
         elif self.driver == "sdmmc":
-            self._wait_busy_ticks(busy)
+            self._wait_busy_ticks(busy, parts)
         else:
-            self._spend(busy, "card")  # the controller watches DAT0 busy itself
+            self._spend(busy, "card", "")  # the controller watches DAT0 busy itself
+            self.vclock.attribute(parts)
         self._event(t0, "CMD38", arg)
         if self.bus.is_spi:
             self._send_status()
@@ -430,11 +527,11 @@ class SdHostDriver(BlockDevice):
         multi = count > 1 or self._multi
         name = "CMD18" if multi else "CMD17"
         t0 = self._command(name, lba)
-        self._spend(self.card.read_access_ns(), "card")
-        self._spend(count * self.bus.read_block_ns(), "bus")
+        self._spend(self.card.read_access_ns(), "card", "sd.card.read_access_us")
+        self._spend(count * self.bus.read_block_ns(), "bus", BUS)
         if multi:
-            self._spend((count - 1) * self.card.read_block_gap_ns(), "card")
-        self._sw(self.host.block_cycles * count)
+            self._spend((count - 1) * self.card.read_block_gap_ns(), "card", "sd.card.read_block_gap_us")
+        self._sw(self.host.block_cycles * count, "block_cycles")
         self._event(t0, name, lba, count * SECTOR)
         if multi:  # auto-stop by the host controller
             t1 = self._command("CMD12", 0, "R1b", transaction=False)
@@ -450,10 +547,10 @@ class SdHostDriver(BlockDevice):
     def _sdmmc_write_data(self, lba: int, count: int, multi: bool) -> int:
         name = "CMD25" if multi else "CMD24"
         t0 = self._command(name, lba)
-        self._spend(count * self.bus.write_block_ns(), "bus")
+        self._spend(count * self.bus.write_block_ns(), "bus", BUS)
         if multi:
-            self._spend((count - 1) * self.card.write_block_busy_ns(True), "card")
-        self._sw(self.host.block_cycles * count)
+            self._spend((count - 1) * self.card.write_block_busy_ns(True), "card", "sd.card.write_busy_block_us")
+        self._sw(self.host.block_cycles * count, "block_cycles")
         self._event(t0, name, lba, count * SECTOR)
         if multi:
             t1 = self._command("CMD12", 0, "R1b", transaction=False)
@@ -463,9 +560,10 @@ class SdHostDriver(BlockDevice):
     def _sdmmc_write_done(self, lba: int, count: int, multi: bool) -> None:
         busy = self.card.write_done_busy_ns(lba, count, SECTOR, multi)
         if self.driver == "sdmmc":
-            self._poll_cmd13(busy)
+            self._poll_cmd13(busy, self.card.busy_parts)
         else:
-            self._spend(busy, "card")
+            self._spend(busy, "card", "")
+            self.vclock.attribute(self.card.busy_parts)
 
     # ---- SPI mode -----------------------------------------------------------------------
     def _spi_read(self, lba: int, count: int) -> None:
@@ -473,8 +571,11 @@ class SdHostDriver(BlockDevice):
         name = "CMD18" if multi else "CMD17"
         t0 = self._command(name, lba)
         for i in range(count):
-            self._spi_wait(self.card.read_access_ns() if i == 0 else self.card.read_block_gap_ns())
-            self._spend(self.bus.read_block_ns(), "bus")
+            if i == 0:
+                self._spi_wait(self.card.read_access_ns(), "sd.card.read_access_us")
+            else:
+                self._spi_wait(self.card.read_block_gap_ns(), "sd.card.read_block_gap_us")
+            self._spend(self.bus.read_block_ns(), "bus", BUS)
             # sdspi: its own transaction per block, CRC16 in software, copy out of the driver buffer
             self._data_cpu(SECTOR, crc=True, copy=self.driver == "sdspi")
         self._event(t0, name, lba, count * SECTOR)
@@ -493,16 +594,17 @@ class SdHostDriver(BlockDevice):
         t0 = self._command("CMD25" if multi else "CMD24", lba)
         for i in range(count):
             self._data_cpu(SECTOR, crc=True)
-            self._spend(self.bus.write_block_ns(), "bus")
+            self._spend(self.bus.write_block_ns(), "bus", BUS)
             if multi and i < count - 1:
-                self._spi_wait(self.card.write_block_busy_ns(True))
+                self._spi_wait(self.card.write_block_busy_ns(True), "sd.card.write_busy_block_us")
         if multi:
-            self._spend(self.bus.stop_tran_ns(), "bus")
+            self._spend(self.bus.stop_tran_ns(), "bus", BUS)
         return t0
 
     def _spi_write_done(self, t0: int, lba: int, count: int, multi: bool) -> None:
         name = "CMD25" if multi else "CMD24"
-        self._spi_wait(self.card.write_done_busy_ns(lba, count, SECTOR, multi))
+        busy = self.card.write_done_busy_ns(lba, count, SECTOR, multi)
+        self._spi_wait(busy, self.card.busy_parts)
         self._event(t0, name, lba, count * SECTOR)
         if self.driver in ("sdspi", "p2spi"):  # both check the result of programming with SEND_STATUS
             self._send_status()
@@ -522,12 +624,13 @@ class SdHostDriver(BlockDevice):
     def _stream_erase(self, lba: int, count: int, kind: str) -> None:
         arg = ERASE_ARGS[kind]
         busy = self.card.erase_busy_ns(count, kind)
+        parts = self.card.busy_parts
         if self.driver == "sdfat-spi":
             for name, a in (("CMD32", lba), ("CMD33", lba + count - 1)):
                 t0 = self._sf_command(name, a)
                 self._event(t0, name, a)
             t0 = self._sf_command("CMD38", arg, "R1b")
-            self._sf_poll(busy, at_least=1)  # waitReady(SD_ERASE_TIMEOUT)
+            self._sf_poll(busy, parts, at_least=1)  # waitReady(SD_ERASE_TIMEOUT)
             self._event(t0, "CMD38", arg)
             self._sf_release()
         else:
@@ -537,7 +640,7 @@ class SdHostDriver(BlockDevice):
                 self._event(t0, name, a)
             t0 = self._command("CMD38", arg, "R1b")
             self._event(t0, "CMD38", arg)
-            self._sdio_wait_busy(busy)
+            self._sdio_wait_busy(busy, parts)
         self.card.discard(lba, count, SECTOR)
 
     # ---- sdfat-spi: SdFat's SdSpiCard ------------------------------------------------------
@@ -545,19 +648,22 @@ class SdHostDriver(BlockDevice):
         """One spiReceive()/spiSend() of a single byte: 8 clocks plus the call."""
         return self.bus.poll_byte_ns() + self.host.cycles_ns(self.host.spi_byte_cycles)
 
-    def _sf_poll(self, wait_ns: float, *, at_least: int = 0) -> None:
-        """0xFF bytes read one call at a time until a token arrives or busy ends (at least ``at_least``)."""
+    def _sf_poll(self, wait_ns: float, parts: Any = (), *, at_least: int = 0) -> None:
+        """0xFF bytes read one call at a time until a token arrives or busy ends (at least ``at_least``);
+        ``parts``: where the wait comes from, for the ledger (see :meth:`_waited`)."""
         if wait_ns > 0:
+            t0 = self.vclock.now_ns()
             byte = self._sf_byte_ns()
-            self._spend(max(at_least, math.ceil(wait_ns / byte)) * byte, "card")
+            self._spend(max(at_least, math.ceil(wait_ns / byte)) * byte, "card", "")
+            self._waited(t0, wait_ns, parts)
         elif at_least:
-            self._spend(at_least * self.bus.poll_byte_ns(), "bus")
-            self._sw(at_least * self.host.spi_byte_cycles)
+            self._spend(at_least * self.bus.poll_byte_ns(), "bus", POLLING)
+            self._sw(at_least * self.host.spi_byte_cycles, "spi_byte_cycles")
 
     def _sf_single_bytes(self, n: int) -> None:
         """n single-byte SPI calls outside a block (CS high + 0xFF, the dummy byte after select)."""
-        self._spend(n * self.bus.poll_byte_ns(), "bus")
-        self._sw(n * self.host.spi_byte_cycles)
+        self._spend(n * self.bus.poll_byte_ns(), "bus", BUS)
+        self._sw(n * self.host.spi_byte_cycles, "spi_byte_cycles")
 
     def _sf_release(self) -> None:
         """spiStop: CS high and one 0xFF byte; the next command selects the card again."""
@@ -574,15 +680,22 @@ class SdHostDriver(BlockDevice):
             self._sf_single_bytes(1)
             self._spi_active = True
         if name not in ("CMD0", "CMD12"):
-            self._sf_poll(self._ready_at_ns - self.vclock.now_ns(), at_least=1)
+            left = self._ready_at_ns - self.vclock.now_ns()
+            # what is left of the busy the last write stream's stop began: its parts in proportion
+            total = sum(ns for _, ns in self._ready_parts)
+            share = left / total if left > 0 and total > 0 else 0.0
+            self._sf_poll(left, tuple((k, ns * share) for k, ns in self._ready_parts), at_least=1)
         clocks = self.bus.command_clocks(response)
-        self._sw(self.host.transaction_cycles + self.host.spi_byte_cycles * (clocks // 8))
-        self._spend(self.bus.ns(clocks), "bus")
+        self._sw_mix((("transaction_cycles", self.host.transaction_cycles),
+                      ("spi_byte_cycles", self.host.spi_byte_cycles * (clocks // 8))))
+        self._spend(self.bus.ns(clocks), "bus", BUS)
         return t0
 
     def _sf_block_cpu(self, single_bytes: int) -> None:
         h = self.host
-        self._sw(h.block_cycles + (h.byte_cycles + h.crc_cycles_per_byte) * SECTOR + h.spi_byte_cycles * single_bytes)
+        self._sw_mix((("block_cycles", h.block_cycles), ("byte_cycles", h.byte_cycles * SECTOR),
+                      ("crc_cycles_per_byte", h.crc_cycles_per_byte * SECTOR),
+                      ("spi_byte_cycles", h.spi_byte_cycles * single_bytes)))
 
     def _sf_stop(self) -> None:
         """syncDevice: end an open CMD18 (CMD12) or CMD25 (busy of the last block, stop-tran token, CS high)."""
@@ -595,14 +708,15 @@ class SdHostDriver(BlockDevice):
             self._event(t0, "CMD12", 0)
         else:
             t0 = self.vclock.now_ns()
-            self._sf_poll(self.card.write_block_busy_ns(True), at_least=1)
-            self._spend(self.bus.stop_tran_ns(), "bus")  # STOP_TRAN_TOKEN, then CS high and one 0xFF byte
-            self._sw(2 * self.host.spi_byte_cycles)
+            self._sf_poll(self.card.write_block_busy_ns(True), "sd.card.write_busy_block_us", at_least=1)
+            self._spend(self.bus.stop_tran_ns(), "bus", BUS)  # STOP_TRAN_TOKEN, then CS high and one 0xFF byte
+            self._sw(2 * self.host.spi_byte_cycles, "spi_byte_cycles")
             self._spi_active = False
             self._log_only(t0, "STOP_TRAN", st.start_lba, 0)
             # the card flushes now; SdFat returns and the next command's waitReady polls this out
             self._ready_at_ns = self.vclock.now_ns() + self.card.write_done_busy_ns(st.start_lba, st.blocks, SECTOR,
                                                                                      True)
+            self._ready_parts = self.card.busy_parts
             return
         self._sf_release()
 
@@ -618,9 +732,13 @@ class SdHostDriver(BlockDevice):
             first_wait = self.card.read_access_ns()
             if stream:
                 self._stream = _Stream("read", lba, lba)
+        first_key = "sd.card.read_block_gap_us" if name == "DATA" else "sd.card.read_access_us"
         for i in range(count):
-            self._sf_poll(first_wait if i == 0 else self.card.read_block_gap_ns())  # 0xFF until the start token
-            self._spend(self.bus.read_block_ns(), "bus")
+            if i == 0:  # 0xFF until the start token
+                self._sf_poll(first_wait, first_key)
+            else:
+                self._sf_poll(self.card.read_block_gap_ns(), "sd.card.read_block_gap_us")
+            self._spend(self.bus.read_block_ns(), "bus", BUS)
             self._sf_block_cpu(3)  # the token and the two CRC bytes are single-byte calls
         if name == "DATA":
             self._log_only(t0, name, lba, count * SECTOR)
@@ -650,9 +768,10 @@ class SdHostDriver(BlockDevice):
             self._stream = st
         for _ in range(count):
             if st is not None:  # writeData: waitReady for the previous block's busy first
-                self._sf_poll(self.card.write_block_busy_ns(True) if st.blocks else 0.0, at_least=1)
+                self._sf_poll(self.card.write_block_busy_ns(True) if st.blocks else 0.0,
+                              "sd.card.write_busy_block_us", at_least=1)
                 st.blocks += 1
-            self._spend(self.bus.write_block_ns(), "bus")
+            self._spend(self.bus.write_block_ns(), "bus", BUS)
             self._sf_block_cpu(4)  # token, two CRC bytes, data response
         if name == "DATA":
             self._log_only(t0, name, lba, count * SECTOR)
@@ -664,28 +783,31 @@ class SdHostDriver(BlockDevice):
                 self._sf_stop()  # writeStop
             return
         # CMD24 (SHARED_SPI): CHECK_FLASH_PROGRAMMING waits for programming, then CMD13 (R2)
-        self._sf_poll(self.card.write_done_busy_ns(lba, 1, SECTOR, False), at_least=1)
+        busy = self.card.write_done_busy_ns(lba, 1, SECTOR, False)
+        self._sf_poll(busy, self.card.busy_parts, at_least=1)
         t1 = self._sf_command("CMD13", 0, "R2")
         self._event(t1, "CMD13", 0)
         self._sf_release()
 
     # ---- sdio: an MCU's SD-mode host --------------------------------------------------------
-    def _poll_status(self, busy_ns: float) -> None:
+    def _poll_status(self, busy_ns: float, parts: Any = ()) -> None:
         """CMD13 polled back to back until the card is ready (no RTOS ticks)."""
         t0 = self.vclock.now_ns()
         host_ns = self.host.cycles_ns(self.host.transaction_cycles)
         bus_ns = self.bus.command_ns("R1")
         polls = max(1, math.ceil(busy_ns / (host_ns + bus_ns)))
-        self._spend((polls - 1) * (host_ns + bus_ns), "card")  # polls that saw the card busy
-        self._spend(host_ns, "host")
-        self._spend(bus_ns, "bus")
+        self._spend((polls - 1) * (host_ns + bus_ns), "card", "")  # polls that saw the card busy
+        self._spend(host_ns, "host", "")
+        self._spend(bus_ns, "bus", "")
+        self._waited(t0, busy_ns, parts)
         self._event(t0, "CMD13", self._rca_arg, repeat=polls)
 
-    def _sdio_wait_busy(self, busy_ns: float) -> None:
+    def _sdio_wait_busy(self, busy_ns: float, parts: Any = ()) -> None:
         if self.host.busy_wait == "cmd13":
-            self._poll_status(busy_ns)
+            self._poll_status(busy_ns, parts)
         elif busy_ns > 0:
-            self._spend(busy_ns, "card")  # the host watches DAT0
+            self._spend(busy_ns, "card", "")  # the host watches DAT0
+            self.vclock.attribute(parts)
 
     def _sdio_stop(self) -> None:
         """End an open CMD18/CMD25: CMD12, then after writes the card's busy."""
@@ -696,14 +818,15 @@ class SdHostDriver(BlockDevice):
         t0 = self._command("CMD12", 0, "R1b")
         self._event(t0, "CMD12", 0)
         if st.kind == "write":
-            self._sdio_wait_busy(self.card.write_done_busy_ns(st.start_lba, st.blocks, SECTOR, True))
+            busy = self.card.write_done_busy_ns(st.start_lba, st.blocks, SECTOR, True)
+            self._sdio_wait_busy(busy, self.card.busy_parts)
 
     def _sdio_read(self, lba: int, count: int, buf_addr: int) -> None:
         if buf_addr % self.host.dma_align_bytes:
             self._sdio_stop()
             for i in range(count):  # one sector at a time through the driver's aligned buffer
                 self._sdio_read_req(lba + i, 1, single=True)
-                self._sw(self.host.copy_cycles_per_byte * SECTOR)
+                self._sw(self.host.copy_cycles_per_byte * SECTOR, "copy_cycles_per_byte")
         else:
             self._sdio_read_req(lba, count)
 
@@ -743,9 +866,12 @@ class SdHostDriver(BlockDevice):
         h = self.host
         gap = self.card.read_block_gap_ns()
         for i in range(count):
-            self._spend(self.card.read_access_ns() if i == 0 and name != "DATA" else gap, "card")
-            self._spend(self.bus.read_block_ns(), "bus")
-            self._sw(h.block_cycles + (h.byte_cycles + h.crc_cycles_per_byte) * SECTOR)
+            if i == 0 and name != "DATA":
+                self._spend(self.card.read_access_ns(), "card", "sd.card.read_access_us")
+            else:
+                self._spend(gap, "card", "sd.card.read_block_gap_us")
+            self._spend(self.bus.read_block_ns(), "bus", BUS)
+            self._sdio_block_cpu()
         if not self._sdio_end(t0, name, lba, count, st, multi) and h.busy_wait == "cmd13":
             self._poll_status(0.0)  # the glue checks the card's state after every transfer
 
@@ -753,7 +879,7 @@ class SdHostDriver(BlockDevice):
         if buf_addr % self.host.dma_align_bytes:
             self._sdio_stop()
             for i in range(count):
-                self._sw(self.host.copy_cycles_per_byte * SECTOR)
+                self._sw(self.host.copy_cycles_per_byte * SECTOR, "copy_cycles_per_byte")
                 self._sdio_write_req(lba + i, 1, single=True)
         else:
             self._sdio_write_req(lba, count)
@@ -763,22 +889,31 @@ class SdHostDriver(BlockDevice):
         h = self.host
         for i in range(count):
             if i or (st is not None and st.blocks):  # the previous block's busy, waited by the controller
-                self._spend(self.card.write_block_busy_ns(True), "card")
-            self._sw(h.block_cycles + (h.byte_cycles + h.crc_cycles_per_byte) * SECTOR)
-            self._spend(self.bus.write_block_ns(), "bus")
+                self._spend(self.card.write_block_busy_ns(True), "card", "sd.card.write_busy_block_us")
+            self._sdio_block_cpu()
+            self._spend(self.bus.write_block_ns(), "bus", BUS)
         if not self._sdio_end(t0, name, lba, count, st, multi):
-            self._sdio_wait_busy(self.card.write_done_busy_ns(lba, count, SECTOR, multi))
+            busy = self.card.write_done_busy_ns(lba, count, SECTOR, multi)
+            self._sdio_wait_busy(busy, self.card.busy_parts)
+
+    def _sdio_block_cpu(self) -> None:
+        h = self.host
+        self._sw_mix((("block_cycles", h.block_cycles), ("byte_cycles", h.byte_cycles * SECTOR),
+                      ("crc_cycles_per_byte", h.crc_cycles_per_byte * SECTOR)))
 
     # ---- card initialisation (mount) ----------------------------------------------------
     def initialise(self) -> None:
         """Power-up sequence: CMD0, CMD8, ACMD41 until ready, CMD58/CMD2/CMD3, CSD, bus set-up."""
+        self._recorded_op("initialise", self._initialise_time)
+
+    def _initialise_time(self) -> None:
         spi = self.bus.is_spi
         seq = [("CMD0", "R1"), ("CMD8", "R7"), ("CMD55", "R1"), ("ACMD41", "R3")]
         for name, resp in seq:
             t0 = self._command(name, 0, resp)
             self._event(t0, name, 0)
         t0 = self.vclock.now_ns()
-        self._spend(self.card.init_ns(), "card")  # the ACMD41 loop until the card reports ready
+        self._spend(self.card.init_ns(), "card", "sd.card.init_ms")  # the ACMD41 loop until the card reports ready
         self._event(t0, "ACMD41-loop", 0)
         rca = self._rca_arg  # CMD7 and CMD9 address the card by the RCA CMD3 gave (SD mode)
         rest = [("CMD58", "R3", 0)] if spi else [("CMD2", "R2", 0), ("CMD3", "R1", 0), ("CMD7", "R1b", rca)]
@@ -786,6 +921,41 @@ class SdHostDriver(BlockDevice):
         for name, resp, arg in rest:
             t0 = self._command(name, arg, resp)
             self._event(t0, name, arg)
+
+    # ---- replay (sdbench.ledger): another run's requests, timing only ------------------------
+    def priced_profiles(self) -> dict[str, Any]:
+        """The profiles a recorded charge above this driver may be priced in (sdbench.ledger.Price.section)."""
+        return {"sd.host": self.host, "sd.card": self.profile}
+
+    def replay_op(self, name: str, args: tuple[Any, ...]) -> None:
+        """Time one recorded request (no data moves)."""
+        if name == "read":
+            lba, count, buf_addr, multi = args
+            saved, self._multi = self._multi, multi
+            try:
+                self._read_time(lba, count, buf_addr)
+            finally:
+                self._multi = saved
+        else:
+            {"write": self._write_time, "erase": self._erase_cmds, "trim": self._trim_time, "sync": self._sync_time,
+             "initialise": self._initialise_time}[name](*args)
+
+    def replay_reads(self, key: tuple[Any, ...], spans: list[int]) -> None:
+        """Time the reads recorded under ``key`` (``spans``: LBA and count of each, flattened)."""
+        _, count, unaligned, multi = key
+        cost = self._costs.get(key)
+        if cost is None:
+            saved, self._multi = self._multi, multi
+            try:
+                # the key's path: an address the DMA cannot take when the read was unaligned
+                addr = 1 if unaligned else 0
+                cost = self._recorded(key, lambda: self._read_commands(0, count, addr))
+            finally:
+                self._multi = saved
+        self.vclock.charge(cost, len(spans) // 2)
+        if self._boundaries:
+            for i in range(0, len(spans), 2):
+                self._boundary(spans[i], spans[i + 1])
 
     def describe(self) -> dict[str, Any]:
         d = super().describe()

@@ -112,7 +112,8 @@ def write_log(cfg: LoggerConfig, fs: FileSystem, clock: Any, schedule: Schedule,
             now = clock.now_ns()
             if now < due:
                 if virtual:
-                    clock.advance_ns(due - now, "other")  # the writer task blocked on its queue
+                    # the writer task blocked on its queue
+                    clock.advance_ns(due - now, "other", "logger.waiting_for_records")
                 else:
                     time.sleep((due - now) / 1e9)
             rec = record_bytes(k, r, pattern)

@@ -1,0 +1,87 @@
+"""The cost ledger: every simulated row's time by the profile parameter it comes from."""
+from __future__ import annotations
+
+import pytest
+
+from sdbench import scenarios as scen
+from sdbench.cli import main
+from sdbench.clock import UNATTRIBUTED, VirtualClock
+from sdbench.ledger import compact, per_call
+from sdbench.protocols import protocol, run_scenario
+
+#: one of each driver kind: ESP-IDF sdmmc (CMD13 polling, RTOS ticks, FAT and LittleFS), P2 SPI, SdFat SPI
+#: (streams, ready waits), an MCU's SDIO, the ESP32 SPI flash target
+KINDS = ["espidf-esp32-sdmmc4-40mhz", "p2-spi25-350mhz-pny-16gb", "sdfat-bench-due-sdfat-spi",
+         "sdfat-bench-stm32f4-sdio", "espidf-esp32-spiflash", "mpy-esp32s3-sdspi", "esp32s3-usbmsc-spi20mhz"]
+
+
+def _few_runs(name: str):
+    base = scen.load(name)
+    spec = protocol(base.protocol)
+    return run_scenario(scen.load(name, [f"{spec.runs_option}=2"]))
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_every_row_is_its_ledger(name):
+    """The ledger of a row sums to the row's time (four significant digits per entry) and names a parameter
+    for all of it: no model charges time without saying where it comes from."""
+    rec = _few_runs(name)
+    ledger = rec.metadata["ledger"]
+    for row in rec.rows:
+        entries = ledger.get(row.label, {})
+        if row.time_ms == 0:
+            continue
+        assert sum(entries.values()) == pytest.approx(row.time_ms, rel=5e-3), row.label
+        assert not [k for k in entries if k.startswith(UNATTRIBUTED)], (row.label, entries)
+        assert all(v >= -1e-9 for v in entries.values()), (row.label, entries)
+
+
+def test_a_busy_wait_is_charged_to_what_made_the_card_busy():
+    """A FAT write of many single-sector commands on the ESP-IDF card: most of it is the card's one-sector
+    write busy, and one call takes about as many of it as the row's CMD24s."""
+    rec = _few_runs("espidf-esp32-sdmmc4-40mhz")
+    label = "SD FATFS: write more than target size"
+    row = rec.row(label)
+    entries = rec.metadata["ledger"][label]
+    busy = entries["sd.card.write_busy_single_us"]
+    assert busy / row.time_ms > 0.8
+    card = rec.stack["sd"]["card"]
+    assert busy * 1e3 / card["write_busy_single_us"] == pytest.approx(row.commands["CMD24"], rel=0.02)
+
+
+def test_the_clock_attributes_recorded_costs_and_waits():
+    clock = VirtualClock()
+    clock.advance_ns(1000, "host", "sd.host.block_cycles")
+    clock.advance_ns(500, "card", "")
+    clock.attribute((("sd.card.write_busy_end_us", 400.0), ("sd.wait.polling", 100.0)))
+    clock.advance_ns(7, "bus")
+    m = clock.mark()
+    clock.advance_ns(10, "bus", "sd.bus.clock_hz")
+    cost = clock.delta_since(m)
+    clock.charge(cost, 3)
+    assert clock.ledger_ns() == {"sd.host.block_cycles": 1000, "sd.card.write_busy_end_us": 400,
+                                 "sd.wait.polling": 100, UNATTRIBUTED + "bus": 7, "sd.bus.clock_hz": 40}
+    assert clock.now_ns() == 1547
+
+
+def test_compact_keeps_the_large_entries_and_sums_the_rest():
+    got = compact({"a": 9_000_000.0, "b": 990_000.0, "c": 4_000.0, "d": 5_000.0})
+    assert got == {"a": 9.0, "b": 0.99, "rest": 0.009}
+
+
+def test_per_call_says_how_many_of_each_parameter():
+    sections = {"sd.card": {"write_busy_end_us": 800.0}, "sd.host": {"cpu_hz": 160_000_000, "block_cycles": 100},
+                "sd.bus": {"clock_hz": 40_000_000}}
+    assert per_call("sd.card.write_busy_end_us", 1.6e6, sections) == ("800 µs", "2.00 x")
+    assert per_call("sd.host.block_cycles", 1250.0, sections) == ("100 cycles", "2.00 x")
+    assert per_call("sd.bus.clock_hz", 1000.0, sections) == ("40 MHz", "40 clocks")
+    assert per_call("sd.wait.polling", 1000.0, sections) == ("", "")
+
+
+def test_trace_ledger_prints_tables(capsys):
+    assert main(["trace", "p2-spi25-350mhz-pny-16gb", "--ledger", "--row", "Raw Write 64x (32KB)",
+                 "--runs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "| parameter | value | per call | ms per call | share |" in out
+    assert "sd.card.write_busy_block_us" in out and "µs" in out
+    assert main(["trace", "p2-spi25-350mhz-pny-16gb", "--ledger", "--row", "no such row"]) == 2
