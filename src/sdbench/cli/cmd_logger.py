@@ -126,7 +126,6 @@ def register(app: typer.Typer) -> None:
         for p in (json_path, html):
             if p is not None:
                 check_writable_output(p)
-        adv.check(q, stack)   # every refusal before any run
         n_workers = workers or os.cpu_count() or 1
 
         def progress(msg: str) -> None:

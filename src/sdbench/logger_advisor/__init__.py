@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigError
-from ..workloads.registry import fs_capacity
+from ..workloads.registry import fs_capacity, protocol
 from .answer import config_result, markdown, recommend, table
 from .question import (DEFAULT_SCENARIO, PILOT_S, Config, Question, RunLength, Stack, configurations,
                        endurance_of, medium_of, run_length, sync_name)
@@ -57,8 +57,6 @@ def check(q: Question, stack: Stack) -> tuple[list[Config], RunLength, Any]:
         sc = stack.load((*c.overrides, *_length_overrides(length)))
         built = sc.build()
         try:
-            from ..workloads.registry import protocol
-
             protocol("logger").preflight(sc, built)
         finally:
             built.close()
@@ -74,7 +72,8 @@ def _length_overrides(length: RunLength) -> tuple[str, ...]:
 
 def advise(q: Question, stack: Stack, *, workers: int, progress: Callable[[str], None]) -> tuple[dict[str, Any],
                                                                                                  list[Outcome]]:
-    """Run every configuration and answer: the JSON document of the decision and the outcomes (records)."""
+    """Run every configuration and answer: the JSON document of the decision and the outcomes (records).  Every
+    refusal (:func:`check`) comes before any run and any progress line."""
     t0 = time.perf_counter()
     configs, length, first = check(q, stack)
     members = choose_members(first, q.members)
@@ -85,7 +84,8 @@ def advise(q: Question, stack: Stack, *, workers: int, progress: Callable[[str],
 
         chip = load_chip_profile(fcfg.chip, fcfg.chip_params or None).endurance_cycles
     endurance = endurance_of(q, stack.medium, chip)
-    outcomes = run_all(q, stack, configs, _length_overrides(length), members, workers=workers, progress=progress)
+    outcomes = run_all(q, stack, configs, _length_overrides(length), length.duration_s, members, workers=workers,
+                       progress=progress)
     rows = [config_result(o, members, endurance, q.ram_bytes) for o in outcomes]
     if not any("figures" in d for d in rows):
         raise ConfigError(f"no configuration ran ({rows[0].get('error', '')})")

@@ -97,14 +97,14 @@ def choose_members(sc: Any, want: int) -> Members:
     return Members(pl.method, tuple(chosen), band, len(pl.members), card=pl.card)
 
 
-def run_all(q: Question, stack: Stack, configs: list[Config], length: tuple[str, ...], members: Members, *,
-            workers: int, progress: Callable[[str], None]) -> list[Outcome]:
-    """Pilots first, then for each configuration its full log (the pilot when it did not keep up), its members
-    and its power cuts, longest first so that the workers stay busy."""
+def run_all(q: Question, stack: Stack, configs: list[Config], length: tuple[str, ...], duration_s: float,
+            members: Members, *, workers: int, progress: Callable[[str], None]) -> list[Outcome]:
+    """Pilots first, then for each configuration its full log (``length``: the overrides that make it
+    ``duration_s`` long; the pilot when the writer did not keep up), its members and its power cuts, longest
+    first so that the workers stay busy."""
     out = [Outcome(c) for c in configs]
     pilot_len = (f"logger.duration_s={PILOT_S!r}",)
-    full = dict(kv.split("=", 1) for kv in length)
-    pilot_needed = float(full["logger.duration_s"]) > PILOT_S
+    pilot_needed = duration_s > PILOT_S
     done_count = [0]
 
     def tick(total: int, label: Callable[[int], str]) -> Callable[[int, Any], None]:
