@@ -421,7 +421,7 @@ def test_no_host_cost_on_a_wall_clock():
 # ---- config -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kw,msg", [
-    ({"blocks": 0}, "cache.blocks = 0"),
+    ({"blocks": -1}, "cache.blocks = -1"),
     ({"policy": "mru"}, "cache.policy = 'mru' is not one of"),
     ({"write_mode": "lazy"}, "cache.write_mode"),
     ({"read_ahead_blocks": -1}, "cache.read_ahead_blocks"),
@@ -443,7 +443,7 @@ def test_config_from_toml_table():
     assert cfg.pinned_lba_ranges == ((0, 8), (100, 2))
     assert cfg.policy == "2q" and cfg.write_mode == "write-through"
     with pytest.raises(ConfigError, match="cache.blocks"):
-        from_mapping(CacheConfig, {"blocks": 0}, "cache")
+        from_mapping(CacheConfig, {"blocks": -1}, "cache")
     with pytest.raises(ConfigError, match="unknown option cache.size"):
         from_mapping(CacheConfig, {"size": 8}, "cache")
 
@@ -511,3 +511,22 @@ def test_read_ahead_into_a_pinned_block_counts_as_used():
     cache.read(1, 1)
     s = cache.cache_stats
     assert (s.read_ahead_blocks, s.read_ahead_used, s.read_ahead_pending) == (2, 1, 1)
+
+
+def test_zero_blocks_is_no_cache_and_never_a_cache_of_nothing(tmp_path):
+    """A sweep grid says "no cache" with sd.cache.blocks = 0: the stack is built without one."""
+    from sdbench import scenarios as scen
+    from sdbench.cache import BlockCache
+    from sdbench.media.memory import MemoryDevice
+
+    sc = scen.load("logger-sd-fat-pauses", ["sd.cache.blocks=0", 'sd.cache.write_mode="write-through"'])
+    assert sc.cache_config() is None
+    built = sc.build()
+    try:
+        assert built.sd_cache is None and not isinstance(built.target.sd_device, BlockCache)
+    finally:
+        built.close()
+    with_cache = scen.load("logger-sd-fat-pauses", ["sd.cache.blocks=8"])
+    assert with_cache.cache_config().blocks == 8
+    with pytest.raises(ConfigError, match="cache.blocks = 0 means no cache"):
+        BlockCache(MemoryDevice.of_size(1 << 20), CacheConfig(blocks=0))

@@ -101,8 +101,19 @@ def _stub_run(stall_ms: float, **options):
 
 def test_the_buffer_needed_is_the_records_produced_during_a_stall():
     rows, meta, warnings = _stub_run(50.0)   # record 100 (produced at 500 ms) takes 50 ms: 10 record periods
-    assert [r.label for r in rows] == ["logger write", "logger sync", "logger run"]
+    assert [r.label for r in rows] == ["logger write", "logger sync", "logger run", "logger buffer needed",
+                                       "logger records lost", "logger longest stall", "logger write p99",
+                                       "logger write p99.9", "logger writer busy"]
     by = {r.label: r for r in rows}
+    # the figure rows carry the metadata's answers with their units
+    assert (by["logger buffer needed"].value, by["logger buffer needed"].unit) == (640.0, "B")
+    assert (by["logger records lost"].value, by["logger records lost"].unit) == (0.0, "records")
+    assert by["logger longest stall"].time_ms == pytest.approx(50.0) and by["logger longest stall"].unit == "ms"
+    busy = by["logger writer busy"].value
+    assert by["logger writer busy"].unit == "%" and busy == pytest.approx(meta["writer_busy_pct"])
+    # 399 writes of 10 µs, one of 50 ms and the final sync over a 2 s log
+    assert busy == pytest.approx(100.0 * (399 * 0.01 + 50.0 + 0.01) / (meta["sessions_detail"][0]["duration_s"]
+                                                                          * 1000.0), rel=1e-3)
     assert by["logger write"].runs == 400 and by["logger write"].time_ms_max == pytest.approx(50.0)
     buf = meta["buffer"]
     # records 100..109 are produced before the stalled write returns (110 comes at the same instant as the return)
@@ -173,7 +184,8 @@ def test_fat_and_littlefs_both_log_with_their_own_stalls():
     fat = run_scenario(scen.load(FAT, ["logger.duration_s=3"]))
     lfs = run_scenario(scen.load(LFS, ["logger.duration_s=3"]))
     for rec, kind in ((fat, "fat"), (lfs, "littlefs")):
-        assert [r.label for r in rec.rows] == ["logger write", "logger sync", "logger run"]
+        assert [r.label for r in rec.rows][:3] == ["logger write", "logger sync", "logger run"]
+        assert all(r.label.startswith("logger ") and not r.samples_ms for r in rec.rows[3:])
         meta = rec.metadata["logger"]
         assert meta["filesystem"] == kind and meta["clock"] == "virtual" and meta["records"] == 600
         # at 1 s, 2 s, at 3 s when stalls have delayed the last records past it, and after the last record
@@ -195,7 +207,7 @@ def test_simulated_runs_are_deterministic_and_sessions_differ():
     assert Results(runs=(a,)).to_json() == Results(runs=(b,)).to_json()
     meta = a.metadata["logger"]
     assert meta["sessions"] == 2 and meta["records"] == 800 and meta["files"] == 2 * 4
-    assert [r.label for r in a.rows] == ["logger write", "logger sync", "logger rotate", "logger run"]
+    assert [r.label for r in a.rows][:4] == ["logger write", "logger sync", "logger rotate", "logger run"]
     assert a.rows[0].runs == 800 and a.rows[3].runs == 2
     assert [s["files"] for s in meta["sessions_detail"]] == [4, 4]
     other = run_scenario(scen.load(FAT, [*over, "seed=2"]))
@@ -254,7 +266,7 @@ def test_a_directory_run_leaves_nothing_behind(tmp_path, capsys):
     assert run["clock"] == "wall"
     meta = run["metadata"]["logger"]
     assert meta["part"] == "dir" and meta["records"] == 40 and meta["files"] == 3
-    assert [r["label"] for r in run["rows"]] == ["logger write", "logger sync", "logger rotate", "logger run"]
+    assert [r["label"] for r in run["rows"]][:4] == ["logger write", "logger sync", "logger rotate", "logger run"]
     assert meta["longest_stall"]["cause"] == "other"
     assert sorted(os.listdir(d)) == ["mine.txt"] and (d / "mine.txt").read_text() == "keep"
 

@@ -34,6 +34,15 @@ class TestTraceDevice(BlockDeviceSuite):
         return TraceDevice(MemoryDevice.of_size(1024 * 1024))
 
 
+class TestMediumLog(BlockDeviceSuite):
+    """The power-loss runs' recorder of what reaches the medium."""
+
+    def make_device(self):
+        from sdbench.powerloss import MediumLog
+
+        return MediumLog(MemoryDevice.of_size(1024 * 1024))
+
+
 def test_sparse_memory_device_does_not_allocate_a_whole_card():
     d = MemoryDevice.of_size(64 * 10**9)
     assert d.geometry.sector_count == 64 * 10**9 // 512

@@ -134,3 +134,29 @@ def test_sweep_values_become_overrides_that_parse_back_to_the_same_value():
 
     for v in ("plain", "µs ×2", "del\x7f", "new\nline", 'q"b\\', ["a\x01", 3, 2.5, True], {"k\x7f": "v"}):
         assert tomllib.loads(f"x = {toml_value(v)}")["x"] == v
+
+
+LOGGER_SPEC = """
+base = "logger-sd-fat-pauses"
+name = "logger-cache"
+[fixed]
+logger.duration_s = 2.0
+[grid]
+"sd.cache.blocks" = [0, 16]
+"sd.cache.write_mode" = ["write-through", "write-back"]
+"""
+
+
+def test_a_sweep_says_no_cache_and_carries_the_logger_figures_with_units(tmp_path, capsys):
+    spec = sw.load_spec(write(tmp_path, LOGGER_SPEC))
+    res = sw.run_sweep(spec, workers=1)
+    caches = [rec.stack["sd"]["device"]["kind"] for rec in res.records]
+    assert caches[:2] == ["sim-sd", "sim-sd"] and set(caches[2:]) == {"cache"}
+    # no cache is the same run whatever write_mode says
+    a, b = (next(r for r in rec.rows if r.label == "logger write") for rec in res.records[:2])
+    assert a.samples_ms == b.samples_ms
+    text = sw.markdown(res, ["logger buffer needed", "logger records lost", "logger longest stall"])
+    assert "logger buffer needed (B)" in text and "logger records lost (records)" in text
+    assert "logger longest stall (ms)" in text
+    png = sw.plot_png(res, x="sd.cache.blocks", series="sd.cache.write_mode", y="logger buffer needed")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"

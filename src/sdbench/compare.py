@@ -25,6 +25,10 @@ ALPHA = 0.05
 UNSTABLE_CV = 0.10       # coefficient of variation above which a row is flagged unstable
 FEW_SAMPLES = 5          # fewer per-call samples than this make a test weak
 TIME_UNITS = {"ms": 1.0, "us": 1e-3, "µs": 1e-3, "s": 1000.0}  # lower is better
+#: a row of op "figure" holds a quantity other than a time in its value (time_ms 0): RAM needed (B), records
+#: lost, a busy share (%), bytes programmed per byte (B/B): lower is better for all of them
+FIGURE_OP = "figure"
+LOWER_BETTER_UNITS = frozenset({"B", "records", "%", "B/B"})
 
 
 @dataclass(frozen=True)
@@ -175,7 +179,11 @@ def compare_runs(runs: Sequence[tuple[str, RunRecord]], *, alpha: float = ALPHA)
             if row is None or base is None:
                 cells.append(Cell(row))
                 continue
-            ratio = base.time_ms / row.time_ms if row.time_ms > 0 and base.time_ms > 0 else None
+            if base.op == FIGURE_OP and row.op == FIGURE_OP:
+                b_v, r_v = base.reported_value, row.reported_value   # lower is better: baseline / this
+                ratio = b_v / r_v if r_v > 0 and b_v > 0 else None
+            else:
+                ratio = base.time_ms / row.time_ms if row.time_ms > 0 and base.time_ms > 0 else None
             cells.append(Cell(row, ratio, significance(base, row, alpha)))
         lines.append(Line(label, tuple(cells)))
     return Comparison(names, tuple(lines), tuple(comparison_warnings(runs)))
@@ -243,7 +251,7 @@ def metric_value(row: Row, metric: str) -> tuple[float, str]:
 
 
 def lower_is_better(unit: str) -> bool:
-    return unit in TIME_UNITS
+    return unit in TIME_UNITS or unit in LOWER_BETTER_UNITS
 
 
 def card_table(runs: Sequence[RunRecord], metric: str = "reported") -> list[Metric]:

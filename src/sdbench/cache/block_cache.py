@@ -29,8 +29,8 @@ EVICT_FLUSH_MODES = ("run", "block")
 class CacheConfig:
     """Options of a :class:`BlockCache` (TOML table ``[cache]``)."""
 
-    blocks: int = opt(64, unit="blocks", min=1, max=1 << 24,
-                      help="cache size in cache blocks (one inner sector each); pinned blocks count against it")
+    blocks: int = opt(64, unit="blocks", min=0, max=1 << 24,
+                      help="cache size in cache blocks (one inner sector each; pinned ones count); 0 = no cache")
     policy: str = opt("lru", choices=tuple(POLICIES),
                       help="replacement policy: lru, lruc (LRU among clean blocks), arc, 2q")
     read_ahead_blocks: int = opt(0, unit="blocks", min=0, max=1 << 16,
@@ -134,6 +134,8 @@ class BlockCache(BlockDeviceWrapper):
     def __init__(self, inner: BlockDevice, config: CacheConfig | None = None) -> None:
         super().__init__(inner)
         cfg = config if config is not None else CacheConfig()
+        if cfg.blocks < 1:
+            raise ConfigError("cache.blocks = 0 means no cache: the stack is built without one")
         self.config = cfg
         g = inner.geometry
         ss = g.sector_size

@@ -47,7 +47,9 @@ def register(app: typer.Typer) -> None:
         cuts: int = typer.Option(200, "--cuts", min=1, max=100_000, help="Cut points per cell."),
         workload: list[str] = typer.Option([], "--workload", help="A workload field, e.g. --workload "
                                                                   "file_bytes=16384 (files, file_bytes, chunk_bytes, "
-                                                                  "sync_every; a logger scenario sets the last two)."),
+                                                                  "sync_every; a logger scenario sets the last two); "
+                                                                  "or 'logger': replay a logger scenario's own log "
+                                                                  "(record size, rate, sync policy, rotation)."),
         seed: int = typer.Option(1, "--seed", help="Seed of the cut points, torn lengths and data."),
         replay: Optional[int] = typer.Option(None, "--replay", min=1, metavar="OP",
                                              help="Run one cut again: the cut at medium operation OP of the cell "
@@ -73,17 +75,24 @@ def register(app: typer.Typer) -> None:
             raise SdbenchError(f"scenario {scenario}: power-loss runs need a simulated medium ([sd] media = "
                                f"\"sim\" or [flash] media = \"sim-nor\")")
         from_logger, logger_fs = pl.logger_workload(sc)
-        fields: dict[str, object] = {**from_logger, "cuts": cuts, "seed": seed}
-        for w in workload:
-            key, sep, value = w.partition("=")
-            if not sep or key not in ("files", "file_bytes", "chunk_bytes", "sync_every"):
-                raise SdbenchError(f"--workload {w!r:.60}: KEY=VALUE with KEY one of files, file_bytes, "
-                                   f"chunk_bytes, sync_every")
-            try:
-                fields[key] = int(value)
-            except ValueError:
-                raise SdbenchError(f"--workload {key}: {value!r:.40} is not a whole number") from None
-        cfg = from_mapping(pl.WorkloadConfig, fields, "powerloss")
+        cfg: pl.WorkloadConfig | pl.LogReplayConfig
+        if "logger" in workload:
+            if len(workload) > 1:
+                raise SdbenchError("--workload logger replays the scenario's log: it takes no other --workload "
+                                   "field (change the log with --set logger.KEY=VALUE)")
+            cfg = pl.log_replay(sc, cuts, seed)
+        else:
+            fields: dict[str, object] = {**from_logger, "cuts": cuts, "seed": seed}
+            for w in workload:
+                key, sep, value = w.partition("=")
+                if not sep or key not in ("files", "file_bytes", "chunk_bytes", "sync_every"):
+                    raise SdbenchError(f"--workload {w!r:.60}: KEY=VALUE with KEY one of files, file_bytes, "
+                                       f"chunk_bytes, sync_every, or logger")
+                try:
+                    fields[key] = int(value)
+                except ValueError:
+                    raise SdbenchError(f"--workload {key}: {value!r:.40} is not a whole number") from None
+            cfg = from_mapping(pl.WorkloadConfig, fields, "powerloss")
         every = replay is None and matrix
         fs_l = _choices(fs, pl.FILESYSTEMS, "--fs") or (list(pl.FILESYSTEMS) if every else [logger_fs or "fat"])
         cache_l = _choices(cache, pl.CACHES, "--cache") or (list(pl.CACHES) if every else ["none"])
@@ -117,7 +126,8 @@ def register(app: typer.Typer) -> None:
             prog.close()
         docs = [r.to_dict(seed) for r in results]
         head = {"scenario": sc.name, "section": results[0].section, "seed": seed, "cuts_per_cell": cuts,
-                "workload": {k: getattr(cfg, k) for k in ("file_bytes", "chunk_bytes", "sync_every")}}
+                "workload": {"kind": "logger" if isinstance(cfg, pl.LogReplayConfig) else "files",
+                             **cfg.describe()}}
         if html is not None:
             from ..report.powerloss_page import render
 
@@ -135,6 +145,14 @@ def register(app: typer.Typer) -> None:
                            f" --replay {first['op']} --seed {seed}", err=True)
 
 
+def cache_text(d: dict) -> str:
+    """A cell's cache as the table shows it: its mode, and its size and policy as built."""
+    c = d.get("cache_config")
+    if not c:
+        return d["cache"]
+    return f"{c['write_mode']} ({c['blocks']} x {c['block_bytes']} B, {c['policy']})"
+
+
 def _print_table(docs: list[dict]) -> None:
     rows = []
     skipped: dict[str, int] = {}
@@ -144,6 +162,7 @@ def _print_table(docs: list[dict]) -> None:
             skipped[d["skipped"]] = skipped.get(d["skipped"], 0) + 1
             continue
         first = d["first_loss"]
+        cell[1] = cache_text(d)
         rows.append(cell + [d["cuts"], d["clean"], d["lost_unacknowledged"], d["lost_acknowledged"], d["corrupted"],
                             d["needs_repair"], d["unmountable"], d["throughput_kib_s"],
                             "-" if first is None else f"cut {first['op']}: {first['class']}"])

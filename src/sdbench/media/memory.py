@@ -33,6 +33,14 @@ class MemoryDevice(BlockDevice):
     def allocated_bytes(self) -> int:
         return len(self._chunks) * CHUNK_BYTES
 
+    def snapshot(self) -> dict[int, bytes]:
+        """The store's contents, to :meth:`restore` later (a power-loss run restarts from a formatted medium)."""
+        return {ci: bytes(chunk) for ci, chunk in self._chunks.items()}
+
+    def restore(self, snap: dict[int, bytes]) -> None:
+        """Contents as :meth:`snapshot` took them (no stats, no checks)."""
+        self._chunks = {ci: bytearray(chunk) for ci, chunk in snap.items()}
+
     def read_bytes(self, offset: int, size: int) -> bytes:
         """Byte-addressed read of the backing store (no stats, no checks)."""
         ci, co = divmod(offset, CHUNK_BYTES)

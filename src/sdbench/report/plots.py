@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from ..compare import FIGURE_OP
 from ..records import Row, RunRecord
 from .differences import run_labels
 from .tables import categories
@@ -160,7 +161,8 @@ def rows_by_run(runs: Sequence[tuple[str, RunRecord]], labels: Sequence[str]) ->
     seen: dict[str, None] = {}
     for _, rec in runs:
         for r in rec.rows:
-            seen.setdefault(r.label, None)
+            if r.op != FIGURE_OP:   # a figure (bytes, records, %) is no time: the run's tables show it
+                seen.setdefault(r.label, None)
     rate = [lbl for lbl in seen if any((row := _get(rec, lbl)) is not None and _speed(row) for _, rec in runs)]
     timed = [lbl for lbl in seen if lbl not in rate]
     panels = [(lbls, xlabel, value, times) for lbls, xlabel, value, times in (

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..compare import Comparison, Metric, cv
+from ..compare import FIGURE_OP, Comparison, Metric, cv
 from ..media.sim.card import CardProfile
 from ..options import option_info
 from ..records import Row, RunRecord
@@ -57,13 +57,22 @@ def comparison_table(cmp: Comparison) -> Table:
     for line in cmp.lines:
         cells = [line.label]
         for i, c in enumerate(line.cells):
-            cells += [num(c.row.time_ms) if c.row else DASH, num(c.row.mib_s) if c.row and c.row.bytes else DASH]
+            cells += [_time_cell(c.row), num(c.row.mib_s) if c.row and c.row.bytes else DASH]
             if i:
                 cells += [num(c.speed_x, 2) if c.speed_x is not None else DASH,
                           c.test.short() if c.test else DASH]
         t.add(cells)
     t.right -= {j for j, h in enumerate(head) if h.endswith(" verdict")}
     return t
+
+
+def _time_cell(row: Row | None) -> str:
+    """A row's time in a comparison; a figure row (a logger's buffer, records lost, ...) shows its figure and unit."""
+    if row is None:
+        return DASH
+    if row.op == FIGURE_OP:
+        return f"{num(row.reported_value)} {row.unit}"
+    return num(row.time_ms)
 
 
 #: beyond this many runs, tables with a column group per run would not fit a page: they go long (a row per run)
@@ -75,7 +84,7 @@ def comparison_table_long(cmp: Comparison) -> Table:
     t = Table(["label", "run", "ms", "MiB/s", "speed ×", "verdict"], right={2, 3, 4})
     for line in cmp.lines:
         for i, c in enumerate(line.cells):
-            t.add([line.label if i == 0 else "", cmp.names[i], num(c.row.time_ms) if c.row else DASH,
+            t.add([line.label if i == 0 else "", cmp.names[i], _time_cell(c.row),
                    num(c.row.mib_s) if c.row and c.row.bytes else DASH,
                    num(c.speed_x, 2) if c.speed_x is not None else DASH, c.test.short() if c.test else DASH])
     return t

@@ -74,7 +74,8 @@ class Scenario:
         return kind, from_mapping(MEDIA[kind].config, table, section)
 
     def cache_config(self, host: Any = None) -> CacheConfig | None:
-        """``[sd.cache]`` as a CacheConfig (cpu_hz defaults to the host profile's), or None."""
+        """``[sd.cache]`` as a CacheConfig (cpu_hz defaults to the host profile's), or None: no table, or
+        ``blocks = 0`` (no cache, as a sweep grid can say)."""
         table = self.sd.get("cache") if self.sd else None
         if table is None:
             return None
@@ -82,7 +83,8 @@ class Scenario:
             raise ConfigError("[sd.cache] must be a table")
         if host is not None and "cpu_hz" not in table:
             table = {**table, "cpu_hz": host.cpu_hz}
-        return from_mapping(CacheConfig, table, "sd.cache")
+        cfg = from_mapping(CacheConfig, table, "sd.cache")
+        return cfg if cfg.blocks else None
 
     def bridge_config(self) -> SdBridgeConfig | None:
         """``[sd.bridge]`` as an SdBridgeConfig, or None."""
