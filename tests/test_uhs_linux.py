@@ -18,7 +18,7 @@ from sdbench.options import from_mapping
 from sdbench.protocols import run_scenario
 from sdbench.stack.sd import load_card, load_host, sd_driver
 
-UHS = ("sdr12", "sdr25", "sdr50", "ddr50")
+UHS = "sdr12 sdr25 sdr50 ddr50"
 CARD = CardProfile(capacity_bytes=1 << 30, uhs_modes=UHS, read_access_us=100.0, read_block_gap_us=1.0,
                    write_busy_block_us=2.0, write_busy_end_us=500.0, write_busy_single_us=300.0)
 
@@ -81,7 +81,7 @@ def test_a_card_without_the_mode_is_refused_naming_its_modes():
         check_bus_clock(host, SdBus(BusConfig("sd4", 100_000_000, mode="sdr50")), load_card("generic-sdhc"))
     with pytest.raises(ConfigError, match="does not support DDR50"):
         check_bus_clock(host, SdBus(BusConfig("sd4", 50_000_000, mode="ddr50")),
-                        load_card("generic-sdhc", {"uhs_modes": ["sdr12", "sdr25", "sdr50"]}))
+                        load_card("generic-sdhc", {"uhs_modes": "sdr12 sdr25 sdr50"}))
 
 
 def test_explicit_default_and_high_speed_modes():
@@ -105,8 +105,13 @@ def test_host_uhs_fields_are_checked(table, msg):
 
 def test_a_uhs104_card_takes_cmd23():
     with pytest.raises(ConfigError, match="UHS104 card supports CMD23"):
-        from_mapping(CardProfile, {"uhs_modes": ["sdr104"]}, "card")
-    assert from_mapping(CardProfile, {"uhs_modes": ["sdr104"], "cmd23": True}, "card").cmd23
+        from_mapping(CardProfile, {"uhs_modes": "sdr104"}, "card")
+    assert from_mapping(CardProfile, {"uhs_modes": "sdr104", "cmd23": True}, "card").cmd23
+    with pytest.raises(ConfigError, match="'sdr105' is not a UHS-I mode"):
+        from_mapping(CardProfile, {"uhs_modes": "sdr50 sdr105"}, "card")
+    with pytest.raises(ConfigError, match="names a mode twice"):
+        from_mapping(CardProfile, {"uhs_modes": "ddr50 ddr50"}, "card")
+    assert not load_card("generic-sdhc", {"uhs_modes": "sdr12"}).supports_mode("sdr1")
 
 
 # ---- the initialisation -----------------------------------------------------------------------------------------
@@ -189,7 +194,7 @@ def test_each_request_costs_call_cycles_once():
 
 
 def test_command_queueing_makes_each_request_a_task():
-    card = from_mapping(CardProfile, {**CARD.__dict__, "cmdq": True, "uhs_modes": UHS + ("sdr104",), "cmd23": True},
+    card = from_mapping(CardProfile, {**CARD.__dict__, "cmdq": True, "uhs_modes": UHS + " sdr104", "cmd23": True},
                         "card")
     dev, _ = _linux(card=card, mode="sdr104", clock_hz=200_000_000, cmdq=True)
     assert dev.queued

@@ -134,9 +134,8 @@ class CardProfile:
                                        help="highest bus clock in High Speed mode, after CMD6 (SD spec: 50 MHz, "
                                             "TRAN_SPEED 0x5A); 0 = the card has no High Speed mode")
     # what the card's registers say it supports (not timing): the bus modes and commands a host may use
-    uhs_modes: tuple[str, ...] = opt((), choices=CARD_UHS_MODES,
-                                     help="UHS-I bus modes (1.8 V) the card supports (UHS-I microSD: sdr12, sdr25, "
-                                          "sdr50, ddr50); [] = none")
+    uhs_modes: str = opt("", help="UHS-I bus modes (1.8 V) the card supports, e.g. \"sdr12 sdr25 sdr50 ddr50\" (a "
+                                  "UHS-I microSD card); \"\" = none")
     cmd23: bool = opt(False, help="SCR CMD_SUPPORT: the card takes CMD23 SET_BLOCK_COUNT (mandatory for UHS104 "
                                   "cards)")
     cmdq: bool = opt(False, help="the card has a command queue (CMD44 to CMD47; mandatory for A2 cards)")
@@ -163,12 +162,22 @@ class CardProfile:
         if self.small_write_unit_bytes > self.page_bytes:
             raise ValueError(f"small_write_unit_bytes = {self.small_write_unit_bytes} B is above page_bytes = "
                              f"{self.page_bytes} B (it is the space a write shorter than a page takes)")
-        if "sdr104" in self.uhs_modes and not self.cmd23:
+        modes = self.uhs_modes.split()
+        for m in modes:
+            if m not in CARD_UHS_MODES:
+                raise ValueError(f"uhs_modes: {_shown(m)} is not a UHS-I mode ({' '.join(CARD_UHS_MODES)})")
+        if len(set(modes)) != len(modes):
+            raise ValueError(f"uhs_modes = {_shown(self.uhs_modes)} names a mode twice")
+        if "sdr104" in modes and not self.cmd23:
             raise ValueError("uhs_modes has sdr104 but cmd23 is false: a UHS104 card supports CMD23 (SD Physical "
                              "Layer spec 4.15)")
         hs, ds = self.high_speed_max_clock_hz, self.default_speed_max_clock_hz
         if hs and hs < ds:
             raise ValueError(f"high_speed_max_clock_hz = {hs} Hz is below default_speed_max_clock_hz = {ds} Hz")
+
+    def supports_mode(self, mode: str) -> bool:
+        """Whether the card supports UHS-I bus mode ``mode`` (``uhs_modes``)."""
+        return mode in self.uhs_modes.split()
 
     def max_clock_hz(self, high_speed: bool) -> int:
         """The card's bus clock limit: in High Speed when the host switches to it and the card has it."""

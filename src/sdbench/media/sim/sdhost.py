@@ -151,8 +151,8 @@ def _check_uhs_clock(host: HostProfile, bus: SdBus, card: CardProfile, where: st
         have = ", ".join(host.uhs_max_clock_hz) or "none"
         raise ConfigError(f"{where}.mode = {mode!r}: host {host.name} does not drive {name} (its UHS-I modes: {have}; "
                           f"uhs_max_clock_hz)")
-    if mode not in card.uhs_modes:
-        have = ", ".join(card.uhs_modes) or "none, a 3.3 V card"
+    if not card.supports_mode(mode):
+        have = ", ".join(card.uhs_modes.split()) or "none, a 3.3 V card"
         raise ConfigError(f"{where}.mode = {mode!r}: card {card.name} does not support {name} (its UHS-I modes: "
                           f"{have}; uhs_modes)")
     if clk > limit:
