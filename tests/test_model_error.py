@@ -106,6 +106,25 @@ def test_model_error_is_the_rms_log_error_per_kind_with_a_leave_one_out_coverage
         model_error(rows[1:])
 
 
+def test_rows_that_await_a_mechanism_stay_out_of_the_model_error():
+    rows = [_cmp("read", 100, p) for p in (101, 99, 105)] + [_cmp("write", 100, p) for p in (120, 80, 100)]
+    awaiting = {**_cmp("write", 100, 1), "row": "scattered write"}   # a mechanism the model lacks: 100x off
+    me = model_error(rows + [awaiting], unmodelled=[("s", "scattered write")])
+    assert me.log_rel_sd == model_error(rows, unmodelled=[]).log_rel_sd and me.left_out == (("s", "scattered write"),)
+    assert "# left out: 1 train rows that await a mechanism" in model_error_toml(me)
+    assert model_error(rows + [awaiting], unmodelled=[]).log_rel_sd["write"] > 2, "counted, it would dominate"
+
+
+def test_the_shipped_rows_that_await_a_mechanism_are_train_rows_no_fit_uses():
+    from sdbench.calibrate import load_measurements
+    from sdbench.validation import fitted_rows, unmodelled_rows
+
+    awaiting = unmodelled_rows()
+    assert awaiting and all(awaiting.values())
+    train = {(m.scenario, m.row) for m in load_measurements() if m.split == "train"}
+    assert set(awaiting) <= train - fitted_rows()
+
+
 def test_calibrate_model_error_writes_the_file(tmp_path, capsys):
     assert main(["calibrate", "--model-error", "-o", str(tmp_path), "-q"]) == 0
     out = capsys.readouterr().out

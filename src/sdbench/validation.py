@@ -18,15 +18,16 @@ predicted with those.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from . import scenarios as scen
-from .calibrate import FitGroup, Measurement, groups, row_level, row_value
+from .calibrate import DATA, FitGroup, Measurement, groups, row_level, row_value
 from .errors import ConfigError, SdbenchError
-from .options import toml_string
+from .options import parse_toml, toml_string
 from .protocols import run_scenario
 from .records import Row
 from .stack.sd import load_card
@@ -344,6 +345,27 @@ def cross_validate(meas: list[Measurement], cards: Sequence[str] | None = None, 
 
 # ---- model error -----------------------------------------------------------------------------------------
 
+#: the train rows whose mechanism the model does not have yet (in the data folder)
+UNMODELLED_FILE = "unmodelled.toml"
+
+
+@functools.lru_cache(maxsize=1)
+def unmodelled_rows() -> dict[tuple[str, str], str]:
+    """(scenario, row label) -> the mechanism the model lacks, for the train rows that await one
+    (``sdbench/data/unmodelled.toml``): they stay train predictions in the comparison, but the model error
+    leaves them out, so a missing mechanism does not pass for the model's error on every range."""
+    path = DATA / UNMODELLED_FILE
+    if not path.is_file():
+        return {}
+    doc = parse_toml(path.read_text(), UNMODELLED_FILE)
+    out: dict[tuple[str, str], str] = {}
+    for i, item in enumerate(doc.get("row", [])):
+        if not isinstance(item, dict) or not all(isinstance(item.get(k), str) and item[k]
+                                                 for k in ("scenario", "row", "mechanism")):
+            raise ConfigError(f"{UNMODELLED_FILE}: row[{i}] needs scenario, row and mechanism (strings)")
+        out[(item["scenario"], item["row"])] = item["mechanism"]
+    return out
+
 @dataclasses.dataclass(frozen=True)
 class ModelError:
     """The error of the model's predictions on train rows no fit group uses, per kind of row (read, write:
@@ -356,6 +378,8 @@ class ModelError:
     loo_coverage: float
     #: kind -> the multiple of σ a range spans on each side (:func:`range_quantile` of the kind's row count)
     z: dict[str, float]
+    #: (scenario, row) of the train predictions left out: they await a mechanism (:func:`unmodelled_rows`)
+    left_out: tuple[tuple[str, str], ...] = ()
 
 
 #: fewest rows of a kind its model error is measured from
@@ -373,15 +397,19 @@ def range_quantile(n: int) -> float:
     return float(stdtrit(n, 0.9))
 
 
-def model_error(rows: list[dict[str, Any]]) -> ModelError:
-    """The model error from :func:`validate_rows`' rows (their train-prediction group); ConfigError when a kind
-    of row has fewer than :data:`MIN_ERROR_ROWS` compared rows."""
+def model_error(rows: list[dict[str, Any]], unmodelled: Iterable[tuple[str, str]] | None = None) -> ModelError:
+    """The model error from :func:`validate_rows`' rows (their train-prediction group, but for the rows that
+    await a mechanism: ``unmodelled``, default :func:`unmodelled_rows`); ConfigError when a kind of row has fewer
+    than :data:`MIN_ERROR_ROWS` compared rows."""
     import math
 
     from .population import ERROR_KINDS, error_kind
 
-    used = [r for r in rows if r["group"] == TRAIN_PREDICTION and r["measured"] and r["predicted"]
-            and r["measured"] > 0 and r["predicted"] > 0]
+    awaiting = set(unmodelled_rows() if unmodelled is None else unmodelled)
+    train = [r for r in rows if r["group"] == TRAIN_PREDICTION]
+    left_out = tuple((r["scenario"], r["row"]) for r in train if (r["scenario"], r["row"]) in awaiting)
+    used = [r for r in train if r["measured"] and r["predicted"] and r["measured"] > 0 and r["predicted"] > 0
+            and (r["scenario"], r["row"]) not in awaiting]
     sd: dict[str, float] = {}
     z: dict[str, float] = {}
     inside_: list[bool] = []
@@ -399,7 +427,7 @@ def model_error(rows: list[dict[str, Any]]) -> ModelError:
             others = logs[:i] + logs[i + 1:]
             inside_.append(abs(x) <= t_loo * math.sqrt(math.fsum(y * y for y in others) / len(others)))
         out += [(kind, r["scenario"], r["row"], r["measured"], r["predicted"]) for r in mine]
-    return ModelError(sd, tuple(out), sum(inside_) / len(inside_), z)
+    return ModelError(sd, tuple(out), sum(inside_) / len(inside_), z, left_out)
 
 
 def model_error_toml(me: ModelError) -> str:
@@ -416,6 +444,9 @@ def model_error_toml(me: ModelError) -> str:
              "# share of the rows inside ±z σ when σ and z come from the other rows of their kind only",
              f"leave_one_out_coverage = {me.loo_coverage:.3f}",
              ""]
+    if me.left_out:
+        lines[-1:-1] = [f"# left out: {len(me.left_out)} train rows that await a mechanism the model lacks "
+                        f"(sdbench/data/{UNMODELLED_FILE})"]
     for kind, s, row, m, p in me.rows:
         lines += ["[[row]]", f"kind = {toml_string(kind)}", f"scenario = {toml_string(s)}", f"row = {toml_string(row)}",
                   f"measured = {m:.6g}", f"predicted = {p:.6g}", f"log_error = {math.log(p / m):+.4f}", ""]
