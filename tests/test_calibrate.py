@@ -46,6 +46,10 @@ FILE_LEVEL_FITTED = {
     ("espidf-esp32-erase", "SD LittleFS (new file): write target size"),
     ("espidf-esp32-flash", "SPI SPIFFS (new file): read target size"),
     ("p2", "File Write 32KB"),
+    ("pidramble-4b-host", "iozone -I 4k random read"),
+    ("pidramble-4b", "iozone -I 4k random read"),
+    ("pidramble-4b", "dd conv=fsync write"),
+    ("pidramble-2b", "iozone -I 4k random read"),
 }
 
 
@@ -99,6 +103,12 @@ for _s in ("p2-spi25-350mhz-lexar-v30-64gb", "p2-spi25-350mhz-samsung-evo-128gb"
     P2_TRAIN[_s].append("File Write 32KB")
 ESPIDF = "espidf-esp32-sdmmc4-40mhz"
 S3_SPI = "esp32s3-spi20mhz,esp32s3-usbmsc-spi20mhz"
+PI_CARDS = ("samsung-pro-plus-32gb", "samsung-evo-plus-32gb", "sandisk-extreme-16gb", "sandisk-ultra-16gb",
+            "lexar-professional-a2-128gb")
+PI4 = tuple(f"pidramble-4b-{c}" for c in PI_CARDS)
+PI2 = ("pidramble-2b-samsung-pro-plus-32gb", "pidramble-2b-sandisk-ultra-16gb")
+PI_RANDREAD = "{name='iozone -I 4k random', rw='randread', bs=4096, offset=2147483648, size=104857600, runtime_s=2.0}"
+PI_ROWS = ("hdparm -t read", "dd conv=fsync write", "iozone -I 4k random read")
 
 #: the reviewed fit groups, in `sdbench calibrate --list` order; params are (target, field, lo, hi, start,
 #: prior_weight, prior_scale); rows are the (scenario, row) train rows of the shipped measurements each group fits
@@ -186,6 +196,31 @@ GROUPS = {
         restrict=(),
         rows=[("esp32s3-sdmmc4-40mhz", "raw sectors write"), ("esp32s3-sdmmc4-40mhz", "raw sectors read")],
         host_rows=[], grid=(), grid_linear=(), grid_max=None, staged=False, sequence=()),
+    "pidramble-4b-host": dict(
+        description="Raspberry Pi 4 B (rpi4-sdhci, DDR50): per-request software cost from 4 KiB random reads",
+        scenarios=PI4, host="rpi4-sdhci", params=(("host", "call_cycles", 0, 1500000, None, 0.0, 1.0),),
+        restrict=(f"fio.jobs=[{PI_RANDREAD}]", "sd.card_params.read_access_us=238.973",
+                  "sd.card_params.read_block_gap_us=2.88"),
+        rows=[(s, "iozone -I 4k random read") for s in PI4],
+        host_rows=[], grid=(), grid_linear=(), grid_max=None, staged=False, sequence=()),
+    "pidramble-4b": dict(
+        description="Raspberry Pi Dramble cards on the Pi 4 B: read gap (hdparm), read access (iozone random read), "
+                    "program busy per block (dd)",
+        scenarios=PI4, host="rpi4-sdhci",
+        params=tuple(p for s in PI4 for p in ((f"card:{s}", "read_block_gap_us", 0, 100, None, 0.0, 1.0),
+                                              (f"card:{s}", "read_access_us", 0, 5000, None, 0.0, 1.0),
+                                              (f"card:{s}", "write_busy_block_us", 0, 1000, None, 0.0, 1.0))),
+        restrict=("fio.jobs=[{name='hdparm -t', rw='read', bs=2097152, offset=0, size=1073741824, runtime_s=3.0}, "
+                  "{name='dd conv=fsync', rw='write', bs=524288, offset=1073741824, size=419430400}, "
+                  f"{PI_RANDREAD}]",),
+        rows=[(s, r) for s in PI4 for r in PI_ROWS],
+        host_rows=[], grid=(), grid_linear=(), grid_max=None, staged=False, sequence=()),
+    "pidramble-2b": dict(
+        description="Raspberry Pi 2 B (rpi2-sdhost, High Speed): per-request software cost from 4 KiB random reads",
+        scenarios=PI2, host="rpi2-sdhost", params=(("host", "call_cycles", 0, 1500000, None, 0.0, 1.0),),
+        restrict=(f"fio.jobs=[{PI_RANDREAD}]",),
+        rows=[(s, "iozone -I 4k random read") for s in PI2],
+        host_rows=[], grid=(), grid_linear=(), grid_max=None, staged=False, sequence=()),
 }
 
 
@@ -234,6 +269,8 @@ LEVEL_COUNTS = {
                                                    "amazon-basics-64gb")},
     "esp32s3-spi20mhz": (2, 0, 0), "esp32s3-sdmmc4-40mhz": (2, 0, 0),
     "esp32s3-usbmsc-spi20mhz": (0, 5, 0), "esp32s3-usbmsc-sdmmc4-40mhz": (0, 3, 0),
+    # the Raspberry Pi Dramble table: hdparm reads the device, dd and iozone go through ext4
+    **{s: (1, 0, 3) for s in PI4 + PI2},
 }
 
 
@@ -249,8 +286,8 @@ def test_row_levels_are_declared_per_scenario_and_row():
     for m in meas:
         by_level.setdefault((row_level(m), m.split), 0)
         by_level[(row_level(m), m.split)] += 1
-    assert by_level == {("raw", "train"): 57, ("raw", "withheld"): 3, ("bridge", "train"): 2,
-                        ("bridge", "withheld"): 6, ("file", "train"): 19, ("file", "withheld"): 70}
+    assert by_level == {("raw", "train"): 64, ("raw", "withheld"): 3, ("bridge", "train"): 2,
+                        ("bridge", "withheld"): 6, ("file", "train"): 40, ("file", "withheld"): 70}
     # every declared row is a published row (a typo would make it file-level)
     assert set(_levels()) <= {(m.scenario, m.row) for m in meas}
     # the level is the declaration's, not the label's: an undeclared row is file-level whatever it says

@@ -20,7 +20,7 @@ from sdbench.media.sim.host import HostProfile
 from sdbench.media.sim.nor import FlashChipProfile, NorFlashChip
 from sdbench.media.sim.sdhost import SdHostDriver, check_bus_clock
 from sdbench.protocols import run_scenario
-from sdbench.stack.sd import load_card, load_host
+from sdbench.stack.sd import load_card, load_host, sd_driver
 
 HOSTS = profiles.shipped("hosts")
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "hosts.md"
@@ -39,7 +39,8 @@ NEW_HOSTS = {
     "teensy41-sdio": ("sdio", "sd4", 49_500_000, 49_500_000, True),
     "due-sdfat-spi": ("sdfat-spi", "spi", 21_000_000, 42_000_000, False),
 }
-BUS_OF = {"sdmmc": "sd4", "sdio": "sd4", "sdspi": "spi", "p2spi": "spi", "sdfat-spi": "spi", "generic": "sd4"}
+BUS_OF = {"sdmmc": "sd4", "sdio": "sd4", "sdspi": "spi", "p2spi": "spi", "sdfat-spi": "spi", "generic": "sd4",
+          "linux-mmc": "sd4"}
 CARD = CardProfile(capacity_bytes=64 << 20, write_busy_single_us=400.0, write_busy_block_us=10.0,
                    write_busy_end_us=1200.0, read_access_us=100.0)
 
@@ -76,7 +77,7 @@ def test_every_shipped_host_loads_and_builds(name):
     limits = [20_000_000, host.max_bus_clock_hz or 20_000_000,
               host.cpu_hz // host.min_clock_divider if host.min_clock_divider else 20_000_000]
     bus = SdBus(BusConfig(BUS_OF[host.driver], min(limits)))
-    dev = SdHostDriver(host, bus, load_card("generic-sdhc", {"capacity_bytes": 64 << 20}), clock)
+    dev = sd_driver(host, bus, load_card("generic-sdhc", {"capacity_bytes": 64 << 20}), clock)
     dev.initialise()
     data = bytes(range(256)) * 16
     dev.write(2048, data)

@@ -31,8 +31,8 @@ SD = "espidf-esp32-sdmmc4-40mhz"
 #: spanned: tests/test_population_held.py), so that each test says what varies
 NO_FIT = ["sd.card_params.fit_rel_sd={}", "sd.host_params.fit_rel_sd={}",
           f"sd.card_params.write_busy_single_us={load_card('esp32-perfbench-card').write_busy_single_us}"]
-#: the SD raw group only; 52 runs: 12 population members and the central at 4 runs fit the budget exactly
-RAW = ["espidf.parts=['sd_raw']", "espidf.runs=52", "sd.host_params.fit_rel_sd={}"]
+#: the SD raw group only; 72 runs: 17 population members and the central at 4 runs fit the budget exactly
+RAW = ["espidf.parts=['sd_raw']", "espidf.runs=72", "sd.host_params.fit_rel_sd={}"]
 GENERIC = [*RAW, 'sd.card="generic-sdhc"']
 SMALL_FIT = [*RAW, "sd.card_params.fit_rel_sd={read_access_us=0.02, write_busy_end_us=0.02}"]
 
@@ -72,7 +72,7 @@ def test_population_range_on_every_row_holds_the_central(generic):
     info = generic.metadata["range"]
     assert info["method"] == "population" and info["card"] == "generic-sdhc"
     assert info["members"] == len(info["population"]) >= 10 and info["runs"] == {
-        "option": "espidf.runs", "central": 52, "members": 4}
+        "option": "espidf.runs", "central": 72, "members": 4}
     assert "capacity_bytes" not in info["fields"] and "read_access_us" in info["fields"]
     assert any("names no calibrated card (generic-sdhc)" in w and f"{info['members']} shipped" in w
                for w in generic.warnings)

@@ -1395,8 +1395,11 @@ def write_profile(kind: str, name: str, updates: dict[str, float], out_dir: Path
         res = DATA / folder / f"{name}.toml"
         text = res.read_text() if res.is_file() else ""
     unfitted = dict(table.get("unfitted") or {})
+    fitted_before = table.get("fit_rel_sd") if isinstance(table.get("fit_rel_sd"), dict) else {}
     for k in updates:
-        if k not in unfitted and isinstance(table.get(k), (int, float)) and not isinstance(table.get(k), bool):
+        # only a first fit: a field fitted before holds the earlier fit's value, not the source's
+        if k not in unfitted and k not in fitted_before and isinstance(table.get(k), (int, float)) \
+                and not isinstance(table.get(k), bool):
             unfitted[k] = table[k]
     table["unfitted"] = {k: unfitted[k] for k in (f.name for f in fields(TARGETS[kind][2])) if k in unfitted}
     table.update(updates)

@@ -477,8 +477,8 @@ def calibrate_card(path: Path, setup: str, *, card: str, capacity_bytes: int | N
     held: dict[str, Any] = {}
     from_scenario: list[str] = []
     for f in fields(CardProfile):
-        if f.name in ("name", "description", "timing_from", "speed_class", "uhs_bus", "fit_rel_sd", "unfitted") \
-                or f.name in pinned_params:
+        if f.name in ("name", "description", "timing_from", "speed_class", "uhs_bus", "uhs_modes", "fit_rel_sd",
+                      "unfitted") or f.name in pinned_params:
             continue
         if f.name == "capacity_bytes":
             base[f.name] = cap
@@ -522,7 +522,7 @@ def calibrate_card(path: Path, setup: str, *, card: str, capacity_bytes: int | N
             continue  # loaded from the population (timing_from), as the fit had it
         if f.name in base:
             table[f.name] = solved.get(f.name, base[f.name])
-        elif f.name in pinned_params:
+        elif f.name in pinned_params or f.name == "uhs_modes":  # the bus modes it was measured in, as the setup's
             table[f.name] = getattr(scen_card, f.name)
     table["description"] = (f"a user's card, calibrated by sdbench calibrate --from {source} on {sc.name}: "
                             f"{', '.join(sorted(assigned))} fitted, other timings the population's")

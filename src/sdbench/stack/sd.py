@@ -18,8 +18,19 @@ from ..options import from_mapping, opt, to_mapping
 from ..media.sim.bus import BusConfig, SdBus
 from ..media.sim.card import CardProfile
 from ..media.sim.host import HostProfile, host_metadata
+from ..media.sim.linux_mmc import LinuxMmcDriver
 from ..media.sim.sdhost import SdHostDriver
 from .cardpop import card_population, forget
+
+#: host driver kinds modelled by a class of their own; every other kind is SdHostDriver's
+DRIVER_MODELS: dict[str, type[SdHostDriver]] = {"linux-mmc": LinuxMmcDriver}
+
+
+def sd_driver(host: HostProfile, bus: SdBus, card: CardProfile, clock: VirtualClock, *, seed: int = 1,
+              log_commands: bool = False) -> SdHostDriver:
+    """A simulated card behind the model of ``host``'s driver kind."""
+    cls = DRIVER_MODELS.get(host.driver, SdHostDriver)
+    return cls(host, bus, card, clock, seed=seed, log_commands=log_commands)
 
 @dataclass(frozen=True)
 class SimSdConfig:
@@ -30,6 +41,8 @@ class SimSdConfig:
     card_params: dict[str, Any] = opt(factory=dict, help="overrides of card profile fields")
     capacity_bytes: int = opt(0, unit="B", min=0, help="card capacity; 0 = the card profile's")
     log_commands: bool = opt(False, help="record every command (for sdbench trace)")
+    initialise: bool = opt(False, help="initialise the card when the stack is built (boot, card detection): its "
+                                       "commands lead the trace")
 
 
 def load_host(name: str, overrides: dict[str, Any] | None = None, base_dir: Path | None = None) -> HostProfile:
@@ -89,13 +102,17 @@ class SimSdParts:
     bus: BusConfig
     seed: int
     log_commands: bool = False
+    initialise: bool = False
 
     def driver(self, clock: VirtualClock) -> SdHostDriver:
-        """A fresh card behind the host profile's driver model, on ``clock``."""
+        """A fresh card behind the host profile's driver model, on ``clock`` (initialised, where the scenario
+        says so)."""
         if not isinstance(clock, VirtualClock):
             raise InternalError("simulated media need the virtual clock (the stack builder makes one)")
-        return SdHostDriver(self.host, SdBus(self.bus), self.card, clock, seed=self.seed,
-                            log_commands=self.log_commands)
+        dev = sd_driver(self.host, SdBus(self.bus), self.card, clock, seed=self.seed, log_commands=self.log_commands)
+        if self.initialise:
+            dev.initialise()
+        return dev
 
 
 def sim_sd_parts(cfg: SimSdConfig, scenario: Any, loaded: Any = None) -> SimSdParts:
@@ -110,7 +127,7 @@ def sim_sd_parts(cfg: SimSdConfig, scenario: Any, loaded: Any = None) -> SimSdPa
         if cfg.capacity_bytes:
             card_over["capacity_bytes"] = cfg.capacity_bytes
         card = load_card(cfg.card, card_over, base)
-    return SimSdParts(host, card, cfg.bus, scenario.seed, cfg.log_commands)
+    return SimSdParts(host, card, cfg.bus, scenario.seed, cfg.log_commands, cfg.initialise)
 
 
 def build_sim_sd(cfg: SimSdConfig, scenario: Any, clock: Any, loaded: Any = None) -> tuple[SdHostDriver,

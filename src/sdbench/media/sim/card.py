@@ -58,13 +58,15 @@ SPEED_CLASS_MARKINGS = {"C": ("C2", "C4", "C6", "C10"), "U": ("U1", "U3"), "V": 
 UHS_BUSES = ("", "UHS-I", "UHS-II", "UHS-III")
 #: CMD38 (ERASE) argument per kind of erase (SD Physical Layer spec 4.3.5)
 ERASE_ARGS = {"erase": 0, "discard": 1, "fule": 2}
+#: the UHS-I bus modes a card may support (media/sim/bus.py BUS_MODES has their clocks)
+CARD_UHS_MODES = ("sdr12", "sdr25", "sdr50", "ddr50", "sdr104")
 
 
 #: card fields that say what the card is, how big and what its bus allows, not how long it takes: a population
 #: value (the median of the shipped fitted cards) or a population member never carries them
 NOT_TIMING = frozenset({"name", "description", "timing_from", "speed_class", "uhs_bus", "capacity_bytes",
                         "erased_byte", "rca", "default_speed_max_clock_hz", "high_speed_max_clock_hz", "fit_rel_sd",
-                        "unfitted"})
+                        "unfitted", "uhs_modes", "cmd23", "cmdq"})
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,12 @@ class CardProfile:
     high_speed_max_clock_hz: int = opt(50_000_000, unit="Hz", min=0,
                                        help="highest bus clock in High Speed mode, after CMD6 (SD spec: 50 MHz, "
                                             "TRAN_SPEED 0x5A); 0 = the card has no High Speed mode")
+    # what the card's registers say it supports (not timing): the bus modes and commands a host may use
+    uhs_modes: str = opt("", help="UHS-I bus modes (1.8 V) the card supports, e.g. \"sdr12 sdr25 sdr50 ddr50\" (a "
+                                  "UHS-I microSD card); \"\" = none")
+    cmd23: bool = opt(False, help="SCR CMD_SUPPORT: the card takes CMD23 SET_BLOCK_COUNT (mandatory for UHS104 "
+                                  "cards)")
+    cmdq: bool = opt(False, help="the card has a command queue (CMD44 to CMD47; mandatory for A2 cards)")
 
     fit_rel_sd: dict[str, float] = opt(factory=dict, help=FIT_REL_SD_HELP)
     unfitted: dict[str, float] = opt(factory=dict, help=UNFITTED_HELP)
@@ -178,9 +186,22 @@ class CardProfile:
         if self.small_write_unit_bytes > self.page_bytes:
             raise ValueError(f"small_write_unit_bytes = {self.small_write_unit_bytes} B is above page_bytes = "
                              f"{self.page_bytes} B (it is the space a write shorter than a page takes)")
+        modes = self.uhs_modes.split()
+        for m in modes:
+            if m not in CARD_UHS_MODES:
+                raise ValueError(f"uhs_modes: {_shown(m)} is not a UHS-I mode ({' '.join(CARD_UHS_MODES)})")
+        if len(set(modes)) != len(modes):
+            raise ValueError(f"uhs_modes = {_shown(self.uhs_modes)} names a mode twice")
+        if "sdr104" in modes and not self.cmd23:
+            raise ValueError("uhs_modes has sdr104 but cmd23 is false: a UHS104 card supports CMD23 (SD Physical "
+                             "Layer spec 4.15)")
         hs, ds = self.high_speed_max_clock_hz, self.default_speed_max_clock_hz
         if hs and hs < ds:
             raise ValueError(f"high_speed_max_clock_hz = {hs} Hz is below default_speed_max_clock_hz = {ds} Hz")
+
+    def supports_mode(self, mode: str) -> bool:
+        """Whether the card supports UHS-I bus mode ``mode`` (``uhs_modes``)."""
+        return mode in self.uhs_modes.split()
 
     def max_clock_hz(self, high_speed: bool) -> int:
         """The card's bus clock limit: in High Speed when the host switches to it and the card has it."""

@@ -19,8 +19,11 @@ from ...errors import ConfigError
 from ...options import opt, to_mapping
 from ...profiles import FIT_REL_SD_HELP, UNFITTED_HELP, check_fit_rel_sd
 from .newlib import NewlibStdio
+from .bus import BUS_MODES, UHS_MODES
 
-DRIVERS = ("sdmmc", "sdspi", "p2spi", "generic", "sdfat-spi", "sdio")
+DRIVERS = ("sdmmc", "sdspi", "p2spi", "generic", "sdfat-spi", "sdio", "linux-mmc")
+#: linux-mmc: the multi-block transfers the host driver sends with CMD23 SET_BLOCK_COUNT (when the card takes it)
+CMD23_USE = ("none", "reads", "all")
 #: sdfat-spi, sdio: which multi-block transfers stay open for the next request at the following LBA
 KEEP_OPEN = ("none", "writes", "all")
 #: sdio: how the host waits for the card's programming (and erase) busy
@@ -71,8 +74,8 @@ class HostProfile:
     software: str = opt("", help="driver and its build, e.g. \"ESP-IDF v5 SDMMC host driver\"; no clock figures "
                                  "(the description adds the clocks)")
     driver: str = opt("generic", choices=DRIVERS,
-                      help="ESP-IDF sdmmc/sdspi; p2spi: P2 smart-pin SPI; sdfat-spi: SdFat SPI; sdio: MCU SD-mode host; "
-                           "generic: 1 command/request")
+                      help="ESP-IDF sdmmc/sdspi; p2spi: P2 SPI; sdfat-spi: SdFat; sdio: MCU SD host; linux-mmc: "
+                           "Linux; generic: 1 command/request")
     cpu_hz: int = opt(240_000_000, unit="Hz", min=1_000_000, help="CPU clock the cycle counts run at")
     transaction_cycles: int = opt(6000, unit="cycles", min=0,
                                   help="software cost of one command transaction (set up, interrupt, wake-up)")
@@ -106,6 +109,28 @@ class HostProfile:
                                       "e.g. P2 smart pins); 0 = not tied to cpu_hz")
     high_speed: bool = opt(True, help="the driver switches the card to High Speed (CMD6) for clocks above its "
                                       "Default Speed limit (ESP-IDF's SDSPI does not)")
+    # UHS-I bus modes (SD-mode driver kinds): what the host makes, and what switching to 1.8 V and tuning cost
+    uhs_max_clock_hz: dict[str, int] = opt(factory=dict, unit="Hz",
+                                           help="UHS-I modes the host drives at 1.8 V and its highest clock in each, "
+                                                "e.g. { sdr50 = 100_000_000 }; {} = none")
+    voltage_switch_us: float = opt(0.0, unit="µs", min=0, max=MAX_TIME_US,
+                                   help="host time of the switch to 1.8 V after CMD11 (clock stopped, regulator "
+                                        "settled, card releasing DAT)")
+    tuning_modes: tuple[str, ...] = opt((), choices=UHS_MODES,
+                                        help="UHS-I modes in which the driver tunes its sampling point with CMD19 "
+                                             "(SDR104 needs it)")
+    tuning_commands: int = opt(0, min=0, max=1000, help="CMD19 (64-byte tuning block) one tuning sends")
+    tuning_gap_us: float = opt(0.0, unit="µs", min=0, max=MAX_TIME_US,
+                               help="host time after each CMD19 before the next (a delay, or a CMD13 poll)")
+    # read only by the driver kind linux-mmc
+    max_request_bytes: int = opt(524288, unit="B", min=512, max=1 << 30,
+                                 help="linux-mmc: the largest request the block layer sends (max_req_size, "
+                                      "max_sectors); larger ones are split")
+    cmd23: str = opt("all", choices=CMD23_USE,
+                     help="linux-mmc: multi-block transfers sent with CMD23 SET_BLOCK_COUNT when the card takes it "
+                          "(else CMD12 stops them)")
+    cmdq: bool = opt(False, help="linux-mmc: command queueing on (CQHCI): with a card that has a queue, each "
+                                 "request is a CMD44/45/46/47 task")
 
     trim_command: str = opt("discard", choices=TRIM_COMMANDS,
                             help="a filesystem trim becomes: none (refused), discard (DISCARD, else ERASE if the card "
@@ -130,6 +155,13 @@ class HostProfile:
     def __post_init__(self) -> None:
         check_fit_rel_sd(self)
         check_text_fields(self, ("mcu", "software"), "cpu_hz, rtos_tick_hz, max_bus_clock_hz, min_clock_divider")
+        for mode, hz in self.uhs_max_clock_hz.items():
+            if mode not in UHS_MODES:
+                raise ValueError(f"uhs_max_clock_hz: {str(mode)[:20]!r} is not a UHS-I mode ({', '.join(UHS_MODES)})")
+            limit = BUS_MODES[mode].max_clock_hz
+            if isinstance(hz, bool) or not isinstance(hz, int) or not 0 < hz <= limit:
+                raise ValueError(f"uhs_max_clock_hz.{mode} = {hz!r:.20} is not a clock in Hz of 1..{limit} "
+                                 f"(the mode's limit)")
 
     @property
     def bus_clock_limit(self) -> tuple[int, str]:
@@ -156,6 +188,12 @@ class HostProfile:
             facts.append(f"bus clock at most {mhz_text(limit)}"
                          + (f" ({source})" if source != "max_bus_clock_hz" else ""))
         facts.append("High Speed switching (CMD6)" if self.high_speed else "no High Speed switching (Default Speed)")
+        if self.uhs_max_clock_hz:
+            facts.append("UHS-I " + ", ".join(f"{m.upper()} at most {mhz_text(hz)}"
+                                              for m, hz in self.uhs_max_clock_hz.items()))
+        if self.driver == "linux-mmc":
+            facts.append(f"requests up to {self.max_request_bytes // 1024} KiB"
+                         + (", command queueing" if self.cmdq else ""))
         if self.driver in ("sdmmc", "sdio") and self.dma_align_bytes > 1:  # the only kinds with an aligned path
             facts.append(f"DMA buffers {self.dma_align_bytes}-byte aligned")
         return f"{head}; {', '.join(facts)}"

@@ -72,7 +72,7 @@ from ...errors import ConfigError
 from ...options import to_mapping
 from ..base import BlockDevice, Geometry
 from ..memory import MemoryDevice
-from .bus import SdBus
+from .bus import BUS_MODES, SdBus
 from .card import ERASE_ARGS, CardModel, CardProfile
 from .host import HostProfile, host_metadata
 
@@ -85,6 +85,8 @@ TICKS = "sd.host.rtos_tick_hz"
 #: driver kinds that keep a multi-block transfer open between requests: their reads depend on the driver's
 #: state, so read costs are not cached
 STREAMING = ("sdfat-spi", "sdio")
+#: CMD6 function group 1 (access mode) codes of the UHS-I modes (SD Physical Layer spec 4.3.10.4)
+CMD6_ACCESS_MODE = {"sdr12": 0, "sdr25": 1, "sdr50": 2, "sdr104": 3, "ddr50": 4}
 
 
 @dataclass
@@ -111,18 +113,24 @@ def check_bus_clock(host: HostProfile, bus: SdBus, card: CardProfile, *, where: 
     """Refuse a bus clock the host cannot generate or the card does not take in that mode (ConfigError naming
     the option and the limit)."""
     clk = bus.cfg.clock_hz
+    if bus.uhs:
+        _check_uhs_clock(host, bus, card, where)
+        return
+    if bus.cfg.mode == "hs" and not (host.high_speed and card.high_speed_max_clock_hz):
+        whose = f"host {host.name}'s driver does not switch cards to it" if not host.high_speed else \
+            f"card {card.name} has none"
+        raise ConfigError(f"{where}.mode = \"hs\": no High Speed mode here ({whose})")
     if host.max_bus_clock_hz and clk > host.max_bus_clock_hz:
         raise ConfigError(f"{where}.clock_hz = {clk} Hz is above host {host.name}'s limit {host.max_bus_clock_hz} Hz "
                           f"(max_bus_clock_hz)")
-    if host.min_clock_divider and clk * host.min_clock_divider > host.cpu_hz:
-        raise ConfigError(f"{where}.clock_hz = {clk} Hz is above host {host.name}'s limit "
-                          f"{host.cpu_hz // host.min_clock_divider} Hz (cpu_hz {host.cpu_hz} Hz / min_clock_divider "
-                          f"{host.min_clock_divider})")
-    limit = card.max_clock_hz(host.high_speed)
+    _check_cpu_tied_clock(host, clk, where)
+    limit = card.max_clock_hz(host.high_speed and bus.cfg.mode != "ds")
     if clk > limit:
         mode = "SPI mode" if bus.is_spi else "SD mode"
         if limit == card.high_speed_max_clock_hz:
             why = "High Speed"
+        elif bus.cfg.mode == "ds":
+            why = f"Default Speed: {where}.mode = \"ds\""
         elif card.high_speed_max_clock_hz:
             why = f"Default Speed: host {host.name}'s driver does not switch cards to High Speed"
         else:
@@ -131,11 +139,46 @@ def check_bus_clock(host: HostProfile, bus: SdBus, card: CardProfile, *, where: 
                           f"({why})")
 
 
+def _check_uhs_clock(host: HostProfile, bus: SdBus, card: CardProfile, where: str) -> None:
+    """A UHS-I mode: the 4-bit bus, a mode both the host and the card support, a clock the host makes in it."""
+    mode, clk = bus.cfg.mode, bus.cfg.clock_hz
+    name = mode.upper()
+    if bus.cfg.kind != "sd4":
+        raise ConfigError(f"{where}.mode = {mode!r}: UHS-I modes run on the 4-bit SD bus (kind = \"sd4\"), not "
+                          f"{bus.cfg.kind!r}")
+    limit = host.uhs_max_clock_hz.get(mode)
+    if limit is None:
+        have = ", ".join(host.uhs_max_clock_hz) or "none"
+        raise ConfigError(f"{where}.mode = {mode!r}: host {host.name} does not drive {name} (its UHS-I modes: {have}; "
+                          f"uhs_max_clock_hz)")
+    if not card.supports_mode(mode):
+        have = ", ".join(card.uhs_modes.split()) or "none, a 3.3 V card"
+        raise ConfigError(f"{where}.mode = {mode!r}: card {card.name} does not support {name} (its UHS-I modes: "
+                          f"{have}; uhs_modes)")
+    if clk > limit:
+        raise ConfigError(f"{where}.clock_hz = {clk} Hz is above host {host.name}'s limit {limit} Hz in {name} "
+                          f"(uhs_max_clock_hz; the mode's own limit is {BUS_MODES[mode].max_clock_hz} Hz)")
+    _check_cpu_tied_clock(host, clk, where)
+
+
+def _check_cpu_tied_clock(host: HostProfile, clk: int, where: str) -> None:
+    """Refuse a bus clock above cpu_hz / min_clock_divider (a clock the CPU's own pins make)."""
+    if host.min_clock_divider and clk * host.min_clock_divider > host.cpu_hz:
+        raise ConfigError(f"{where}.clock_hz = {clk} Hz is above host {host.name}'s limit "
+                          f"{host.cpu_hz // host.min_clock_divider} Hz (cpu_hz {host.cpu_hz} Hz / min_clock_divider "
+                          f"{host.min_clock_divider})")
+
+
 class SdHostDriver(BlockDevice):
     kind = "sim-sd"
+    #: the host driver kinds this class models; a kind with a class of its own is built by stack.sd.sd_driver
+    MODELS: tuple[str, ...] = ("sdmmc", "sdspi", "p2spi", "generic", "sdfat-spi", "sdio")
 
     def __init__(self, host: HostProfile, bus: SdBus, card: CardProfile, clock: VirtualClock, *, seed: int = 1,
                  log_commands: bool = False) -> None:
+        if host.driver not in self.MODELS:
+            raise ConfigError(f"host driver kind {host.driver} is not modelled by {type(self).__name__} (its model "
+                              f"is chosen by sdbench.stack.sd.sd_driver)")
         if host.driver in ("sdspi", "p2spi", "sdfat-spi") and not bus.is_spi:
             raise ConfigError(f"host driver {host.driver} needs bus.kind = \"spi\", not {bus.cfg.kind!r}")
         if host.driver == "sdmmc" and bus.is_spi:
@@ -915,12 +958,44 @@ class SdHostDriver(BlockDevice):
         t0 = self.vclock.now_ns()
         self._spend(self.card.init_ns(), "card", "sd.card.init_ms")  # the ACMD41 loop until the card reports ready
         self._event(t0, "ACMD41-loop", 0)
+        if self.bus.uhs:  # ACMD41 asked for 1.8 V (S18R) and the card accepted (S18A)
+            self._voltage_switch()
         rca = self._rca_arg  # CMD7 and CMD9 address the card by the RCA CMD3 gave (SD mode)
         rest = [("CMD58", "R3", 0)] if spi else [("CMD2", "R2", 0), ("CMD3", "R1", 0), ("CMD7", "R1b", rca)]
         rest += [("CMD9", "R2", rca), ("CMD16", "R1", 512)]
         for name, resp, arg in rest:
             t0 = self._command(name, arg, resp)
             self._event(t0, name, arg)
+        if self.bus.uhs:
+            self._uhs_bus_setup()
+
+    # ---- UHS-I: the 1.8 V switch, the bus speed switch, tuning (SD Physical Layer spec 4.2.4.1) ------------------
+    def _voltage_switch(self) -> None:
+        """CMD11, then the host stops the clock, switches its I/O to 1.8 V, restarts the clock and waits for the
+        card to release DAT: one CMD11 entry lasting the whole switch."""
+        t0 = self._command("CMD11", 0)
+        self._spend(self.host.voltage_switch_us * 1e3, "host", "sd.host.voltage_switch_us")
+        self._event(t0, "CMD11", 0)
+
+    def _uhs_bus_setup(self) -> None:
+        """ACMD6 (4-bit bus), CMD6 to the bus speed mode (its 64-byte status on DAT), then the host's tuning:
+        CMD19 tuning blocks of 64 bytes where its driver tunes in this mode."""
+        for name, arg in (("CMD55", self._rca_arg), ("ACMD6", 2)):
+            t0 = self._command(name, arg)
+            self._event(t0, name, arg)
+        mode = self.bus.cfg.mode
+        arg = 0x80FFFFF0 | CMD6_ACCESS_MODE[mode]  # mode 1 (switch), group 1 = the mode, others unchanged
+        t0 = self._command("CMD6", arg)
+        self._spend(self.bus.read_block_ns(64), "bus", BUS)
+        self._event(t0, "CMD6", arg, 64)
+        h = self.host
+        if mode in h.tuning_modes and h.tuning_commands:
+            t0 = self.vclock.now_ns()
+            for _ in range(h.tuning_commands):
+                self._command("CMD19", 0)
+                self._spend(self.bus.read_block_ns(64), "bus", BUS)
+                self._spend(h.tuning_gap_us * 1e3, "host", "sd.host.tuning_gap_us")
+            self._event(t0, "CMD19", 0, 64 * h.tuning_commands, repeat=h.tuning_commands)
 
     # ---- replay (sdbench.ledger): another run's requests, timing only ------------------------
     def priced_profiles(self) -> dict[str, Any]:
