@@ -50,6 +50,7 @@ FILE_LEVEL_FITTED = {
     ("pidramble-4b", "iozone -I 4k random read"),
     ("pidramble-4b", "dd conv=fsync write"),
     ("pidramble-2b", "iozone -I 4k random read"),
+    ("pidramble-4b-random", "iozone -I 4k random write"),
 }
 
 
@@ -214,6 +215,15 @@ GROUPS = {
                   "{name='dd conv=fsync', rw='write', bs=524288, offset=1073741824, size=419430400}, "
                   f"{PI_RANDREAD}]",),
         rows=[(s, r) for s in PI4 for r in PI_ROWS],
+        host_rows=[], grid=(), grid_linear=(), grid_max=None, staged=False, sequence=()),
+    "pidramble-4b-random": dict(
+        description="Raspberry Pi Dramble cards on the Pi 4 B: program time in the random-write area (iozone 4 KiB "
+                    "random writes)",
+        scenarios=PI4, host="rpi4-sdhci",
+        params=tuple((f"card:{s}", "random_write_us", 0, 20000, 500, 0.0, 1.0) for s in PI4),
+        restrict=("fio.jobs=[{name='iozone -I 4k random', rw='randwrite', bs=4096, offset=2147483648, "
+                  "size=104857600, iodepth=1}]",),
+        rows=[(s, "iozone -I 4k random write") for s in PI4],
         host_rows=[], grid=(), grid_linear=(), grid_max=None, staged=False, sequence=()),
     "pidramble-2b": dict(
         description="Raspberry Pi 2 B (rpi2-sdhost, High Speed): per-request software cost from 4 KiB random reads",

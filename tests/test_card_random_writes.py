@@ -79,3 +79,21 @@ def test_random_writes_are_in_the_ledger():
     rec = run_scenario(sc)
     # the raw test writes 64 KiB streams at LBA 0: the area takes none of it
     assert not any("random_write_us" in k for v in rec.metadata["ledger"].values() for k in v)
+
+
+def test_a_write_the_area_takes_costs_its_program_there_not_the_sequential_flush():
+    card = CardModel(CardProfile(**{**CARD, "write_busy_end_us": 500.0, "write_busy_single_us": 300.0}))
+    assert card.write_done_busy_ns((5 * AU + 8192) // 512, 8, 512, True) == pytest.approx(1e6)
+    assert dict(card.busy_parts)["sd.card.random_write_us"] == pytest.approx(1e6)
+    # a stream's write keeps its flush
+    assert card.write_done_busy_ns(0, 128, 512, True) == pytest.approx(500e3)
+
+
+def test_a_small_write_at_an_aus_start_is_scattered_unless_a_stream_crosses_into_it():
+    card = CardModel(CardProfile(**CARD))
+    card.write_done_busy_ns(7 * AU // 512, 8, 512, True)        # AU 7's start, nothing before it open
+    assert card.random_writes == 1 and 7 not in card._open
+    for i in range(AU // 4096):                                # AU 2 front to back in 4 KiB writes, then AU 3
+        card.write_done_busy_ns((2 * AU + i * 4096) // 512, 8, 512, True)
+    card.write_done_busy_ns(3 * AU // 512, 8, 512, True)
+    assert 3 in card._open and card.random_writes == 2          # AU 2's first write had no stream before it

@@ -12,7 +12,7 @@ from sdbench.media.sim.card import CardProfile
 from sdbench.protocols import run_scenario
 from sdbench.report.tables import range_summary
 from sdbench.stack.cardpop import card_population
-from sdbench.stack.sd import fitted_values, load_card, population_held
+from sdbench.stack.sd import fitted_values, load_card, population_held, spread_values
 
 SD = "espidf-esp32-sdmmc4-40mhz"
 CARD = "esp32-perfbench-card"
@@ -73,9 +73,12 @@ def test_one_population_for_profiles_members_and_calibrate_from():
 def test_a_card_holds_exactly_the_fields_a_fitted_card_fitted():
     # pause_sigma: no shipped card fits it, so a card with timing_from keeps the default, as any profile does
     assert "pause_sigma" not in fitted_values()
-    held = population_held({"timing_from": "population"})
+    held = population_held({"timing_from": "population", "random_area_bytes": 1 << 26})
     assert set(held) == set(fitted_values()) and "write_busy_single_us" in held
-    assert population_held({"timing_from": "population", "pause_sigma": 0.5}) == held
+    assert population_held({"timing_from": "population", "random_area_bytes": 1 << 26, "pause_sigma": 0.5}) == held
+    # a field that does nothing on the card is not held: the area's program time without an area
+    assert "random_write_us" in held
+    assert "random_write_us" not in population_held({"timing_from": "population", "random_area_bytes": 0})
 
 
 def test_forget_drops_the_cached_population(monkeypatch):
@@ -95,16 +98,17 @@ def test_the_fit_plan_spans_the_held_field():
     sc = scen.load(SD, APPEND)
     pl = population.plan(sc, simulated=True)
     values = fitted_values()["write_busy_single_us"]
-    assert pl.method == "fit" and pl.held == {"write_busy_single_us": values}
+    assert pl.method == "fit" and pl.held["write_busy_single_us"] == values
+    assert set(pl.held) <= set(spread_values())  # every held field two or more cards fitted
     drawn = sorted(m.overrides[("sd", "card_params")]["write_busy_single_us"] for m in pl.members)
     assert len(set(drawn)) == population.FIT_MEMBERS and values[0] <= drawn[0] < drawn[-1] <= values[-1]
     lo, hi = (m.overrides[("sd", "card_params")]["write_busy_single_us"] for m in pl.extremes)
     assert lo == pytest.approx(population.percentile(list(values), 10))
     assert hi == pytest.approx(population.percentile(list(values), 90))
     assert population.plan(sc, simulated=True) == pl  # the same members every time
-    # a scenario that sets the field holds nothing at the population's value
+    # a scenario that sets the field holds it no more at the population's value
     pinned = scen.load(SD, [*APPEND, "sd.card_params.write_busy_single_us=900"])
-    assert population.plan(pinned, simulated=True).held == {}
+    assert "write_busy_single_us" not in population.plan(pinned, simulated=True).held
 
 
 def test_append_rows_range_over_the_held_busy_and_say_so():

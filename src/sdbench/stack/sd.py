@@ -16,7 +16,7 @@ from ..errors import ConfigError, InternalError
 from .. import profiles
 from ..options import from_mapping, opt, to_mapping
 from ..media.sim.bus import BusConfig, SdBus
-from ..media.sim.card import CardProfile
+from ..media.sim.card import INERT_WITHOUT, CardProfile
 from ..media.sim.host import HostProfile, host_metadata
 from ..media.sim.linux_mmc import LinuxMmcDriver
 from ..media.sim.sdhost import SdHostDriver
@@ -69,9 +69,16 @@ def population_held(table: dict[str, Any], overrides: dict[str, Any] | None = No
     Ranges span a held field when at least two cards fitted it (:meth:`CardPopulation.spread`)."""
     if table.get("timing_from") != "population":
         return ()
-    fitted = card_population().values
+    pop = card_population()
+    fitted = pop.values
+    given = {**table, **(overrides or {})}
+
+    def inert(name: str) -> bool:  # a field that does nothing on this card (INERT_WITHOUT)
+        owner = INERT_WITHOUT.get(name)
+        return owner is not None and not given.get(owner, pop.medians.get(owner, getattr(CardProfile(), owner)))
+
     return tuple(f.name for f in fields(CardProfile)
-                 if f.name in fitted and f.name not in table and f.name not in (overrides or {}))
+                 if f.name in fitted and f.name not in given and not inert(f.name))
 
 
 def spread_values() -> dict[str, tuple[float, ...]]:

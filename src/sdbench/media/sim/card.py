@@ -9,10 +9,12 @@
   (visible when programming is slower than the bus), and at the end of a
   multi-block write (flushing its buffer).
 * Random-write area: a small write (shorter than ``random_max_bytes``) into an
-  AU that is not open, not at the AU's start, goes to a page-mapped log of
+  AU that is not open, unless it continues the stream of the open AU before it
+  across their boundary, goes to a page-mapped log of
   ``random_area_bytes`` (pSLC blocks in real cards, the hybrid log-block FTLs of
   the BAST/FAST family) instead of opening the AU: each ``random_unit_bytes``
-  unit it covers costs ``random_write_us`` of program and map update.  When the
+  unit it covers costs ``random_write_us`` of program and map update, which is
+  then the write's whole busy (no flush of the sequential path's).  When the
   log is full, the AU whose entries came first is folded: its valid data is
   copied into a new AU with the merge's costs (``merge_base_ms``,
   ``merge_copy_us_per_kib``), freeing its entries.  Scattered writes over a span
@@ -62,6 +64,10 @@ ERASE_ARGS = {"erase": 0, "discard": 1, "fule": 2}
 CARD_UHS_MODES = ("sdr12", "sdr25", "sdr50", "ddr50", "sdr104")
 
 
+#: card fields that do nothing while another field of the card is 0: the random-write area's unit, limit and
+#: program time without an area (a card holds no such field from the population)
+INERT_WITHOUT = {"random_write_us": "random_area_bytes", "random_unit_bytes": "random_area_bytes",
+                 "random_max_bytes": "random_area_bytes"}
 #: card fields that say what the card is, how big and what its bus allows, not how long it takes: a population
 #: value (the median of the shipped fitted cards) or a population member never carries them
 NOT_TIMING = frozenset({"name", "description", "timing_from", "speed_class", "uhs_bus", "capacity_bytes",
@@ -263,6 +269,7 @@ class CardModel:
         #: writes the random-write area took, and folds it made room with
         self.random_writes = 0
         self.folds = 0
+        self._log_bypassed = False
         self.merges = 0
         self.pauses = 0
         self.pause_ns_total = 0
@@ -302,7 +309,11 @@ class CardModel:
         base = self.p.write_busy_end_us if multi else self.p.write_busy_single_us
         merges = self._merge_parts
         merges.clear()
-        busy = base * 1e3 + self._ftl_write(lba * sector_bytes, count * sector_bytes)
+        logged = self.random_writes
+        ftl = self._ftl_write(lba * sector_bytes, count * sector_bytes)
+        if self.random_writes > logged and not self._log_bypassed:
+            base = 0.0  # the write went to the random-write area: its program there is the busy (in ftl)
+        busy = base * 1e3 + ftl
         parts = [("sd.card.write_busy_end_us" if multi else "sd.card.write_busy_single_us", base * 1e3), *merges]
         if not self._first_write_done:
             self._first_write_done = True
@@ -325,6 +336,8 @@ class CardModel:
         first_page, last_page = offset // page, (offset + nbytes - 1) // page
         pages_per_au = p.au_bytes // page
         self.nand_programmed_bytes += nbytes
+        # set when part of the write took the update-block path: its flush busy then applies as before
+        self._log_bypassed = False
         for au in range(first_page // pages_per_au, last_page // pages_per_au + 1):
             lo = max(first_page, au * pages_per_au)
             hi = min(last_page, (au + 1) * pages_per_au - 1)
@@ -332,9 +345,14 @@ class CardModel:
             w_end = min(offset + nbytes, (au + 1) * p.au_bytes)
             st = self._open.pop(au, None)
             if st is None and self._log_capacity and w_end - w_start < p.random_max_bytes \
-                    and w_start % p.au_bytes:
-                cost += self._log_write(au, w_start, w_end)
-                continue
+                    and not self._crosses_into(au, w_start):
+                promoted = self._promote(au, w_start)
+                if promoted is None:
+                    cost += self._log_write(au, w_start, w_end)
+                    continue
+                st, copy_ns = promoted
+                cost += copy_ns
+            self._log_bypassed = True
             if st is None:
                 if au in self._log:  # the AU opens for a stream: its entries in the log are folded into it first
                     cost += self._fold(au)
@@ -365,6 +383,31 @@ class CardModel:
             self._open[au] = st  # most recently used last
         return cost
 
+    def _crosses_into(self, au: int, w_start: int) -> bool:
+        """Whether a write at ``w_start`` continues the stream of the open AU before ``au`` across the boundary
+        (a file written front to back): it opens ``au`` as a stream, however small it is."""
+        prev = self._open.get(au - 1)
+        return prev is not None and w_start == au * self.p.au_bytes and prev.end_offset == w_start
+
+    def _promote(self, au: int, w_start: int) -> tuple[_AuState, float] | None:
+        """A small write that continues the AU's run of writes in the random-write area, when that run is all the
+        area holds of the AU: the card sees a stream, moves the run into a new update block (copying it) and
+        opens the AU; returns its state and the copy's time (ns), else None."""
+        entry = self._log.get(au)
+        if entry is None or entry[3] != w_start or entry[4] != entry[0]:
+            return None
+        units, pages, run_start, last_end, _ = self._log.pop(au)
+        self._log_units -= units
+        p = self.p
+        ppa = p.au_bytes // p.page_bytes
+        st = _AuState(used_bytes=last_end - run_start, end_offset=last_end, pages=set(pages),
+                      next_sequential=(last_end - 1) // p.page_bytes - au * ppa + 1,
+                      sequential=run_start == au * p.au_bytes)
+        copy_ns = (last_end - run_start) / 1024 * p.merge_copy_us_per_kib * 1e3
+        self.nand_programmed_bytes += last_end - run_start
+        self._merge_parts.append(("sd.card.merge_copy_us_per_kib", copy_ns))
+        return st, copy_ns
+
     def _log_write(self, au: int, w_start: int, w_end: int) -> float:
         """A small scattered write into the random-write area: its units' program time, and the folds that
         make room for them (ns)."""
@@ -374,9 +417,14 @@ class CardModel:
         cost = 0.0
         while self._log_units + units > self._log_capacity and self._log:
             cost += self._fold(next(iter(self._log)))
-        entry = self._log.setdefault(au, [0, set()])
+        # [units, pages, start of the current run of contiguous writes, where it ends, the run's units]
+        entry = self._log.setdefault(au, [0, set(), w_start, w_start, 0])
         entry[0] += units
         entry[1].update(range(w_start // p.page_bytes, (w_end - 1) // p.page_bytes + 1))
+        if entry[3] != w_start:  # a new run
+            entry[2], entry[4] = w_start, 0
+        entry[3] = w_end
+        entry[4] += units
         self._log_units += units
         self.random_writes += 1
         program = units * p.random_write_us * 1e3
@@ -387,7 +435,7 @@ class CardModel:
         """Fold an AU's entries out of the random-write area: its valid data and the entries are written to a
         new block (a merge that copies the whole AU's valid pages), the old one is erased (ns)."""
         p = self.p
-        units, pages = self._log.pop(au)
+        units, pages = self._log.pop(au)[:2]
         self._log_units -= units
         self.folds += 1
         valid = self._valid_pages(au)
