@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from fatfs import wrapper as _ff
 from fatfs.diskio import Disk as _FfDisk
@@ -31,8 +32,11 @@ from fatfs.diskio import Disk as _FfDisk
 from ..errors import ConfigError, FileSystemError
 from ..media.base import BlockDevice, BlockDeviceWrapper, Geometry
 from ..options import opt, to_mapping
-from . import fatformat
+from . import fatformat, interrupts
 from .base import SEEK_CUR, SEEK_END, SEEK_SET, File, FileStat, FileSystem
+from .interrupts import DeferredSigint
+
+T = TypeVar("T")
 
 FF_SECTOR = 512  # FatFs' compiled sector size in fatfs-ng
 
@@ -187,6 +191,11 @@ class SectorSizeBridge(BlockDeviceWrapper):
         self.inner.write(first, bytes(old))
 
 
+def _fail_if_interrupted() -> None:
+    if interrupts.pending():
+        raise FileSystemError("interrupted")  # FatFs sees a disk error and returns; then KeyboardInterrupt
+
+
 class _FatDisk(_FfDisk):
     """fatfs-ng disk callbacks -> BlockDevice, with FatFs' buffer addresses."""
 
@@ -227,6 +236,7 @@ class _FatDisk(_FfDisk):
         self.xfer = None
 
     def read(self, sector: int, count: int) -> bytes:
+        _fail_if_interrupted()
         addr = 0
         x = self.xfer
         if x is not None and x[0] == "read" and sector >= self.data_start:
@@ -247,6 +257,7 @@ class _FatDisk(_FfDisk):
             raise
 
     def write(self, sector: int, count: int, buff: bytes) -> None:
+        _fail_if_interrupted()
         if self._in_fat1(sector, count):
             self._note_fat_write(sector, buff)
         addr = 0
@@ -325,7 +336,7 @@ class FatFile(File):
             self._seek_raw(size)
 
     def _seek_raw(self, offset: int) -> None:
-        self.fs._check(_ff.pyf_lseek(self._h, offset), f"seek in {self.path}")
+        self.fs._call(f"seek in {self.path}", _ff.pyf_lseek, self._h, offset)
         self._pos = offset
         self._size = max(self._size, offset)
 
@@ -339,7 +350,7 @@ class FatFile(File):
         disk = self.fs._disk
         disk.begin("read", self._pos, size, buf_addr)
         try:
-            ret, data = _ff.pyf_read(self._h, size)
+            ret, data = self.fs._lib(f"read {self.path}", _ff.pyf_read, self._h, size)
         finally:
             disk.end()
         self.fs._check(ret, f"read {self.path}")
@@ -359,7 +370,7 @@ class FatFile(File):
         disk = self.fs._disk
         disk.begin("write", self._pos, len(data), buf_addr, data)
         try:
-            ret, written = _ff.pyf_write(self._h, data)
+            ret, written = self.fs._lib(f"write {self.path}", _ff.pyf_write, self._h, data)
         except _ff.FatFSException as e:
             ret, written = e.code, 0
         finally:
@@ -392,7 +403,7 @@ class FatFile(File):
         is still inside the file; the freed clusters are discarded (FF_USE_TRIM), as after a remove."""
         pos = self._pos
         self._seek_raw(size)
-        self.fs._check(_ff.pyf_truncate(self._h), f"truncate {self.path}")
+        self.fs._call(f"truncate {self.path}", _ff.pyf_truncate, self._h)
         self._size = size
         self.fs._trim_freed()
         if pos < size:
@@ -400,10 +411,10 @@ class FatFile(File):
 
     def _sync(self) -> None:
         """f_sync: write back the file's sector buffer and its directory entry (size, first cluster)."""
-        self.fs._check(_ff.pyf_sync(self._h), f"sync {self.path}")
+        self.fs._call(f"sync {self.path}", _ff.pyf_sync, self._h)
 
     def _close(self) -> None:
-        self.fs._check(_ff.pyf_close(self._h), f"close {self.path}")
+        self.fs._call(f"close {self.path}", _ff.pyf_close, self._h)
         self.fs._open_files.discard(self)
         self.fs._trim_freed()  # frees whose FAT sector FatFs wrote back only now
 
@@ -430,6 +441,7 @@ class FatFileSystem(FileSystem):
         self._partition: Any = None
         self._open_files: set[FatFile] = set()
         self._io_error: Exception | None = None
+        self._interrupted = False
         self.layout: fatformat.FatLayout | None = None
 
     # ---- format --------------------------------------------------------------------
@@ -466,7 +478,7 @@ class FatFileSystem(FileSystem):
             _release_volume()  # a volume whose FatFileSystem was dropped without unmount
             self._partition = _ff.Partition(self._disk)
             try:
-                self._partition.mount()
+                self._lib("mount", self._partition.mount)
             except _ff.FatFSException as e:
                 _registry.pop(0, None)
                 raise FileSystemError(f"cannot mount FAT volume: {_FR_NAMES.get(e.code, e.code)}") from None
@@ -494,6 +506,36 @@ class FatFileSystem(FileSystem):
         except UnicodeEncodeError:
             raise FileSystemError(f"FAT path {path!r} must be ASCII") from None
 
+    def _lib(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        """A call into FatFs. A disk callback that failed leaves its exception set in fatfs-ng (FatFs itself sees
+        a failed disk and returns): the call ends in SystemError, here the error it was. A Ctrl-C meanwhile fails
+        the disk callbacks and is raised when FatFs returns (fs/interrupts.py); every later call raises it again."""
+        if self._interrupted:  # after a Ctrl-C the volume is left as FatFs left it: nothing more runs
+            raise KeyboardInterrupt
+        try:
+            with DeferredSigint():
+                out = fn(*args)
+                int()  # an exception fatfs-ng left set without raising it surfaces here (as SystemError), not later
+                return out
+        except KeyboardInterrupt:
+            self._interrupted = True
+            raise
+        except SystemError as e:
+            cause: BaseException | None = e
+            while isinstance(cause, SystemError):  # each Python call fatfs-ng made with it set adds one
+                cause = cause.__cause__
+            if cause is None:
+                raise
+            if not isinstance(cause, Exception):  # a KeyboardInterrupt raised in a callback some other way
+                self._interrupted = True
+                raise cause from None
+            first, self._io_error = self._io_error, None  # the disk error that began it, as the callback noted it
+            raise FileSystemError(f"{what}: {first or cause}") from None
+
+    def _call(self, what: str, fn: Callable[..., int], *args: Any) -> None:
+        """A FatFs call that answers with a result code: FileSystemError naming ``what`` unless it is FR_OK."""
+        self._check(self._lib(what, fn, *args), what)
+
     def _check(self, ret: int, what: str) -> None:
         if ret:
             cause = self._io_error
@@ -504,7 +546,7 @@ class FatFileSystem(FileSystem):
 
     def _open(self, path: str, mode: str) -> File:
         h = _ff.FIL_Handle()
-        self._check(_ff.pyf_open(h, self._p(path), _MODE_FLAGS[mode]), f"open {path}")
+        self._call(f"open {path}", _ff.pyf_open, h, self._p(path), _MODE_FLAGS[mode])
         if mode == "w":  # creating over an existing file frees its clusters
             self._trim_freed()
         size = 0 if mode == "w" else self._stat(path).size
@@ -516,11 +558,11 @@ class FatFileSystem(FileSystem):
         if path == "/":
             return FileStat("/", 0, True)
         info = _ff.FILINFO_Handle()
-        self._check(_ff.pyf_stat(self._p(path), info), f"stat {path}")
+        self._call(f"stat {path}", _ff.pyf_stat, self._p(path), info)
         return FileStat(path, info.get_size(), info.is_directory())
 
     def _remove(self, path: str) -> None:
-        self._check(_ff.pyf_unlink(self._p(path)), f"remove {path}")
+        self._call(f"remove {path}", _ff.pyf_unlink, self._p(path))
         self._trim_freed()
 
     def _trim_freed(self) -> None:
@@ -534,32 +576,32 @@ class FatFileSystem(FileSystem):
 
     def _listdir(self, path: str) -> list[str]:
         d, info = _ff.DIR_Handle(), _ff.FILINFO_Handle()
-        self._check(_ff.pyf_opendir(d, self._p(path)), f"list {path}")
+        self._call(f"list {path}", _ff.pyf_opendir, d, self._p(path))
         names = []
         try:
             while True:
-                self._check(_ff.pyf_readdir(d, info), f"list {path}")
+                self._call(f"list {path}", _ff.pyf_readdir, d, info)
                 name = info.get_name()
                 if not name:
                     break
                 names.append(name)
         finally:
-            _ff.pyf_closedir(d)
+            self._lib(f"list {path}", _ff.pyf_closedir, d)
         return names
 
     def _mkdir(self, path: str) -> None:
-        self._check(_ff.pyf_mkdir(self._p(path)), f"mkdir {path}")
+        self._call(f"mkdir {path}", _ff.pyf_mkdir, self._p(path))
 
     def _rename(self, old: str, new: str) -> None:
         """f_rename; where ``new`` is a file already (FR_EXIST), f_unlink it and f_rename again, as MicroPython's
         VFS does (ESP-IDF's returns EEXIST)."""
-        ret = _ff.pyf_rename(self._p(old), self._p(new))
+        ret = self._lib(f"rename {old} to {new}", _ff.pyf_rename, self._p(old), self._p(new))
         if ret == _FR_EXIST:
             if self._stat(old).is_dir or self._stat(new).is_dir:
                 raise FileSystemError(f"rename {old} to {new}: {new} exists (a directory is never replaced, nor "
                                       f"replaces a file)")
             self._remove(new)
-            ret = _ff.pyf_rename(self._p(old), self._p(new))
+            ret = self._lib(f"rename {old} to {new}", _ff.pyf_rename, self._p(old), self._p(new))
         self._check(ret, f"rename {old} to {new}")
 
     def describe(self) -> dict[str, Any]:
