@@ -511,3 +511,17 @@ def test_read_ahead_into_a_pinned_block_counts_as_used():
     cache.read(1, 1)
     s = cache.cache_stats
     assert (s.read_ahead_blocks, s.read_ahead_used, s.read_ahead_pending) == (2, 1, 1)
+
+
+def test_read_ahead_larger_than_the_cache_is_refused():
+    """Issue 32, defect 5: read_ahead_blocks = 4095 with a 64-block cache made every 512-byte read fetch 4096
+    blocks (93 s instead of 1.7 s); the read-ahead and the block it follows must fit the cache."""
+    from sdbench import scenarios as scen
+    from sdbench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"sd.cache: read_ahead_blocks = 4095 blocks does not fit a 64-block cache"):
+        scen.load("sdfat-bench-esp32c3-sdspi", ["sd.cache.read_ahead_blocks=4095"])
+    with pytest.raises(ConfigError, match="at most 63"):
+        scen.load("sdfat-bench-esp32c3-sdspi", ["sd.cache.read_ahead_blocks=64"])
+    sc = scen.load("sdfat-bench-esp32c3-sdspi", ["sd.cache.read_ahead_blocks=63"])
+    assert sc.cache_config(None).read_ahead_blocks == 63
