@@ -46,14 +46,14 @@ def test_run_memory_prints_every_row_in_espidf_format(capsys, tmp_path):
 
 
 def test_table_format_is_markdown(capsys):
-    code, out, _ = run(capsys, "run", "--runs", "1", "-f", "table", "-q", "--set", "espidf.parts=['sd_raw']")
+    code, out, _ = run(capsys, "run", "--runs", "1", "-f", "md", "-q", "--set", "espidf.parts=['sd_raw']")
     assert code == 0
     assert "| label | runs |" in out and "| SD raw write [16 kB label] | 1 |" in out
 
 
 def test_table_has_a_column_for_every_time_component(capsys):
     # behind a USB bridge the PC's time includes the link: the table says how much
-    code, out, _ = run(capsys, "run", "esp32s3-usbmsc-sdmmc4-40mhz", "--runs", "2", "-f", "table", "-q",
+    code, out, _ = run(capsys, "run", "esp32s3-usbmsc-sdmmc4-40mhz", "--runs", "2", "-f", "md", "-q",
                        "--no-save", "--no-range")
     assert code == 0
     head = next(line for line in out.splitlines() if line.startswith("| label"))
@@ -176,7 +176,7 @@ def test_run_on_an_image_needs_allow_write_and_writes_only_in_range(capsys, tmp_
 def test_run_in_a_directory(capsys, tmp_path):
     d = tmp_path / "mnt"
     d.mkdir()
-    code, out, err = run(capsys, "run", "--dir", str(d), "--runs", "2", "--no-save", "-q", "-f", "table")
+    code, out, err = run(capsys, "run", "--dir", str(d), "--runs", "2", "--no-save", "-q", "-f", "md")
     assert code == 0, err
     assert "| DIR (new file): write target size |" in out and "| DIR: read tiny size |" in out
     assert list(d.iterdir()) == [], "the protocol removes its files"
@@ -193,7 +193,7 @@ def test_extends_with_another_media_kind_replaces_the_sd_table(capsys, tmp_path)
 
 
 def test_p2_summary_reads_as_words_with_units(capsys):
-    code, out, _ = run(capsys, "run", "p2-spi25-350mhz-pny-16gb", "--runs", "1", "-f", "table", "-q", "--no-save",
+    code, out, _ = run(capsys, "run", "p2-spi25-350mhz-pny-16gb", "--runs", "1", "-f", "md", "-q", "--no-save",
                        "--no-range")
     assert code == 0
     summary = out[out.index("| summary | value |"):]
@@ -237,7 +237,7 @@ def test_a_refusal_side_by_side_is_one_line_exit_2(capsys, tmp_path):
                     '[sd]\ncard_params = { capacity_bytes = 8388608 }\n\n'
                     '[espidf]\ntarget_size_bytes = 16777216\n')
     code, out, err = run(capsys, "run", "p2-spi25-350mhz-pny-16gb", str(tiny), "--runs", "1", "--no-save", "-q",
-                         "-j", "2", "-f", "table")
+                         "-j", "2", "-f", "md")
     assert code == 2
     assert out.startswith("### p2-spi25-350mhz-pny-16gb") and "tiny-card" not in out
     assert err.strip().splitlines() == ["error: espidf.target_size_bytes = 16777216 B does not fit part sd_raw's "

@@ -18,7 +18,8 @@ from . import __version__, population
 from .errors import SdbenchError
 from .parallel import run_pool
 from .records import Row, RunRecord
-from .runner import Context, WallProgress
+from .progress import Progress
+from .runner import Context
 from .scenarios import Scenario
 from .stack import Built
 from .workloads.registry import protocol
@@ -27,12 +28,16 @@ UNSTABLE_CV = 0.10  # coefficient of variation above which a wall-clock row is f
 
 
 def stability_warnings(rows: list[Row]) -> list[str]:
-    out = []
-    for r in rows:
-        if r.runs >= 2 and r.time_ms > 0 and r.time_ms_stdev / r.time_ms > UNSTABLE_CV:
-            out.append(f"{r.label}: unstable (stdev {r.time_ms_stdev / r.time_ms:.0%} of the mean over {r.runs} "
-                       "runs); use more runs or a quieter machine")
-    return out
+    """One line for the wall-clock rows whose stdev is above UNSTABLE_CV of their mean (each row's stdev is in
+    its table), naming the worst."""
+    cv = {r.label: (r.time_ms_stdev / r.time_ms, r.runs) for r in rows
+          if r.runs >= 2 and r.time_ms > 0 and r.time_ms_stdev / r.time_ms > UNSTABLE_CV}
+    if not cv:
+        return []
+    worst = max(cv, key=lambda k: cv[k][0])
+    which = f"{len(cv)} of {len(rows)} rows are" if len(cv) > 1 else "1 row is"
+    return [f"{which} unstable (stdev above {UNSTABLE_CV:.0%} of the mean; worst: {worst}, "
+            f"{cv[worst][0]:.0%} over {cv[worst][1]} runs); use more runs or a quieter machine"]
 
 
 def run_scenario(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
@@ -47,7 +52,7 @@ def run_scenario(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
     runs are independent and go to ``workers`` processes; the record does not depend on how many.
     """
     rec = _run_once(sc, progress=progress, listeners=listeners, on_row=on_row, on_built=on_built)
-    return with_ranges(sc, rec, workers=workers) if ranges else rec
+    return with_ranges(sc, rec, workers=workers, progress=progress) if ranges else rec
 
 
 def run_scenarios(scs: list[Scenario], *, workers: int, ranges: bool = False,
@@ -92,7 +97,7 @@ def _run_once(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
         built.discard()
         raise
     try:
-        bar = WallProgress(spec.timed_calls(sc), sc.name, enabled=progress)
+        bar = Progress(spec.timed_calls(sc), sc.name, enabled=progress, unit="calls")
         ctx = Context(built.clock, tuple(listeners), bar)
         rows: list[Row] = []
         try:
@@ -119,11 +124,11 @@ def _run_once(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
                      warnings=tuple(warnings))
 
 
-def with_ranges(sc: Scenario, rec: RunRecord, *, workers: int = 1) -> RunRecord:
+def with_ranges(sc: Scenario, rec: RunRecord, *, workers: int = 1, progress: bool = False) -> RunRecord:
     """``rec`` (the full run of ``sc``) with the range of each simulated row and ``metadata["range"]``: the
     parameters' spread (:func:`_param_ranges`) widened by the model error `sdbench calibrate` recorded
     (:func:`sdbench.population.widen`)."""
-    out = _param_ranges(sc, rec, workers)
+    out = _param_ranges(sc, rec, workers, progress)
     log_sd = population.model_error()
     if rec.clock != "virtual" or not log_sd:
         return out
@@ -137,7 +142,7 @@ def with_ranges(sc: Scenario, rec: RunRecord, *, workers: int = 1) -> RunRecord:
                    metadata={**out.metadata, "range": info})
 
 
-def _param_ranges(sc: Scenario, rec: RunRecord, workers: int = 1) -> RunRecord:
+def _param_ranges(sc: Scenario, rec: RunRecord, workers: int = 1, progress: bool = False) -> RunRecord:
     """``rec`` with the range of each simulated row from its parameters' spread and ``metadata["range"]``.
 
     The central figures stay as they are.  The central scenario and every member then run with the protocol's
@@ -164,7 +169,8 @@ def _param_ranges(sc: Scenario, rec: RunRecord, workers: int = 1) -> RunRecord:
     # the central scenario at the reduced runs (unless that is the full run) and every member: independent runs
     scs = [reduced] if runs != full_runs else []
     scs += [population.member_scenario(reduced, m) for m in members]
-    ran = run_pool(list(enumerate(scs)), min(workers, len(scs)), lambda i, res: None, _rows_job)
+    with Progress(len(scs), f"{sc.name}: range", enabled=progress, unit="runs") as bar:
+        ran = run_pool(list(enumerate(scs)), min(workers, len(scs)), lambda i, res: bar.advance(), _rows_job)
     results = [ran[i] for i in range(len(scs))]
     central_res = results.pop(0) if runs != full_runs else rec.rows
     if isinstance(central_res, SdbenchError):

@@ -397,7 +397,7 @@ def gen_scenario(rng: random.Random, ctx: Context) -> dict:
     if not gentle and rng.random() < 0.12:
         data = toml_dumps(apply_tree_ops(tree, ops)).encode()
         ops.append(random_text_op(rng, data))
-    extra_args = rng.choice([[], [], [], ["-f", "json"], ["-f", "table"], ["--json", "out.json"],
+    extra_args = rng.choice([[], [], [], ["-f", "json"], ["-f", "md"], ["--json", "out.json"],
                              ["-f", "espidf", "--json", "@CASE@/out.json"]])
     return {"base": base, "merged": merged, "ops": ops, "args": extra_args, "save": rng.random() < 0.1}
 

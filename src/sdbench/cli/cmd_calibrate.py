@@ -8,6 +8,7 @@ import typer
 
 from ..errors import SdbenchError
 from ..importers.validate import printable
+from .params import size_option
 
 # calibrate (scipy.optimize) is imported by the command that uses it: every other command starts faster
 
@@ -36,9 +37,9 @@ def register(app: typer.Typer) -> None:
         card: Optional[str] = typer.Option(None, "--card",
                                            help="With --from: the card profile's name (default: the output "
                                                 "file's name without .toml)."),
-        capacity_bytes: Optional[int] = typer.Option(None, "--capacity-bytes", min=1 << 20,
-                                                     help="With --from: the card's capacity (default: the "
-                                                          "scenario's card's)."),
+        capacity_bytes: Optional[int] = size_option(None, "--capacity-bytes", minimum=1 << 20,
+                                                    help="With --from: the card's capacity (default: the "
+                                                         "scenario's card's)"),
         runs: Optional[int] = typer.Option(None, "--runs", min=1, max=100_000,
                                            help="With --from: timed calls per row in the fit's runs (default: "
                                                 "the measured rows' runs, else the scenario's)."),
