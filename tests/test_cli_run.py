@@ -251,3 +251,32 @@ def test_an_empty_profile_file_is_refused_not_taken_as_the_defaults(capsys, tmp_
     code, out, err = run(capsys, "run", "--set", f'{key}="{empty}"', "--no-save")
     assert code == 2 and out == ""
     assert f"{what} profile file {empty}: holds no field" in err and len(err.strip().splitlines()) == 1
+
+
+def test_several_scenarios_table_the_rows_they_share_side_by_side(capsys, tmp_path):
+    """Issue 32: `run A B` was documented as side by side but printed one after the other."""
+    slow = tmp_path / "slow.toml"
+    slow.write_text('extends = "espidf-esp32-sdmmc4-40mhz"\ndescription = "at 20 MHz"\n[sd.bus]\nclock_hz = 20_000_000\n')
+    code, out, err = run(capsys, "run", "espidf-esp32-sdmmc4-40mhz", str(slow), "--runs", "1", "--no-range",
+                         "--no-save", "-q", "--set", "espidf.parts=['sd_raw']", "-j", "1")
+    assert code == 0, err
+    table = out[out.index("### side by side: 2 runs"):]
+    head = table.splitlines()[2]
+    assert head.startswith("| label | 1: espidf-esp32-sdmmc4-40mhz ms | 1: espidf-esp32-sdmmc4-40mhz MiB/s | 2: ")
+    line = next(ln for ln in table.splitlines() if ln.startswith("| SD raw read [64 kB label] |"))
+    ms = [float(c) for c in line.strip("|").split("|")[1::2]]
+    assert ms[1] > ms[0]   # the 20 MHz bus reads slower
+    code, out, _ = run(capsys, "run", "espidf-esp32-sdmmc4-40mhz", "--runs", "1", "--no-range", "--no-save", "-q",
+                       "--set", "espidf.parts=['sd_raw']", "-f", "csv")
+    assert code == 0 and out.startswith("run,scenario,") and "side by side" not in out
+
+
+def test_unstable_rows_of_a_measured_run_are_one_warning(capsys):
+    """Issue 32: `run --dir` printed 16 "unstable" warnings; one line names how many and the worst."""
+    from sdbench.protocols import stability_warnings
+    from sdbench.records import make_row
+
+    rows = [make_row(f"row {i}", "read", 512, [1_000_000, 1_000_000 + 400_000 * (i % 3)]) for i in range(6)]
+    (w,) = stability_warnings(rows)
+    assert w.startswith("4 of 6 rows are unstable (stdev above 10% of the mean; worst: row 2, ")
+    assert stability_warnings(rows[:1]) == []

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import SdbenchError
+from .progress import THREAD_NAME as PROGRESS_THREAD
 
 #: prctl(2) option: the signal a process gets when its parent (the thread that forked it) ends
 PR_SET_PDEATHSIG = 1
@@ -84,7 +85,8 @@ def mp_context() -> multiprocessing.context.BaseContext:
     with sdbench imported and no filesystem mounted; with other threads around, fork is unsafe, so
     a fork server (sdbench preloaded) or spawn."""
     methods = multiprocessing.get_all_start_methods()
-    if "fork" in methods and threading.active_count() == 1:
+    others = [t for t in threading.enumerate() if t is not threading.current_thread() and t.name != PROGRESS_THREAD]
+    if "fork" in methods and not others:
         return multiprocessing.get_context("fork")
     if "forkserver" in methods:
         ctx = multiprocessing.get_context("forkserver")

@@ -7,11 +7,13 @@ silent. Disabled (``--quiet``): nothing.
 
 Work is counted (``advance``: n of a total), measured as a fraction (``update`` or calling the object, as the
 real-media runners and the probes report), or of unknown length (``total`` None: elapsed time and the last
-thing said).
+thing said). Off a terminal a thread of its own (:data:`THREAD_NAME`) prints the lines, also while the work
+reports nothing for minutes (a power-loss cell, a range member in another process).
 """
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Any, TextIO
 
@@ -21,6 +23,9 @@ LINE_INTERVAL_S = 5.0
 BAR_DELAY_S = 1.0
 #: steps of a fraction-measured bar
 _FRACTION_STEPS = 1000
+#: the name of the thread that prints progress lines (process pools may still fork beside it: it holds no lock
+#: but its own while it prints)
+THREAD_NAME = "sdbench-progress"
 
 
 def _clock(seconds: float) -> str:
@@ -33,7 +38,7 @@ class Progress:
     reports the fraction done instead (``update``); ``unit``: what a step is ("cells"), shown after the count."""
 
     def __init__(self, total: float | None, description: str = "", *, enabled: bool = True, unit: str = "",
-                 fraction: bool = False, stream: TextIO | None = None, interval_s: float = LINE_INTERVAL_S) -> None:
+                 fraction: bool = False, stream: TextIO | None = None, interval_s: float | None = None) -> None:
         self.fraction = fraction
         self.total = 1.0 if fraction else total
         self.description = description
@@ -43,12 +48,18 @@ class Progress:
         self.enabled = enabled
         self.stream = stream if stream is not None else sys.stderr
         self.tty = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.interval_s = interval_s
+        self.interval_s = LINE_INTERVAL_S if interval_s is None else interval_s
         self.t0 = time.monotonic()
         self._last_line = self.t0
         self._lines = 0
         self._bar: Any = None
         self._task: Any = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if enabled and not self.tty:
+            self._thread = threading.Thread(target=self._lines_while_working, name=THREAD_NAME, daemon=True)
+            self._thread.start()
 
     # ---- what the work reports ---------------------------------------------------------------
     def advance(self, label: str = "", n: float = 1) -> None:
@@ -68,11 +79,20 @@ class Progress:
         self._show(label)
 
     def close(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
         elif self._lines:  # a log that had progress lines gets the last one
             self._line(final=True)
+
+    def _lines_while_working(self) -> None:
+        while not self._stop.wait(min(self.interval_s, 1.0) or 0.01):
+            if time.monotonic() - self._last_line >= self.interval_s:
+                self._line()
 
     def __enter__(self) -> "Progress":
         return self
@@ -115,9 +135,10 @@ class Progress:
         return ", ".join(p for p in parts if p)
 
     def _line(self, final: bool = False) -> None:
-        self._last_line = time.monotonic()
-        self._lines += 1
-        print(f"progress: {self.text(final=final)}", file=self.stream, flush=True)
+        with self._lock:
+            self._last_line = time.monotonic()
+            self._lines += 1
+            print(f"progress: {self.text(final=final)}", file=self.stream, flush=True)
 
     def _short(self, label: str) -> str:
         width = self._label_width

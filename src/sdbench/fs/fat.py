@@ -191,11 +191,6 @@ class SectorSizeBridge(BlockDeviceWrapper):
         self.inner.write(first, bytes(old))
 
 
-def _fail_if_interrupted() -> None:
-    if interrupts.pending():
-        raise FileSystemError("interrupted")  # FatFs sees a disk error and returns; then KeyboardInterrupt
-
-
 class _FatDisk(_FfDisk):
     """fatfs-ng disk callbacks -> BlockDevice, with FatFs' buffer addresses."""
 
@@ -213,6 +208,21 @@ class _FatDisk(_FfDisk):
         self.fat1: tuple[int, int, int] | None = None   # first LBA, end LBA, bytes per entry
         self._fat_seen: dict[int, bytes] = {}
         self.freed: set[int] = set()
+        #: the first failure of a disk callback in the FatFs call under way (FatFileSystem._lib raises it)
+        self.failure: BaseException | None = None
+
+    # fatfs-ng has no way for a callback to fail: an exception raised in one stays set while FatFs goes on,
+    # and the Python code that runs next misbehaves (lookups fail, errors differ with the hash seed). So a
+    # failed callback keeps its cause in ``failure``, and from then on the call's callbacks touch the device no
+    # more (reads give zeros, writes are dropped): the medium holds what it held when the failure came.
+    def _failed(self, e: BaseException) -> None:
+        if self.failure is None:
+            self.failure = e
+
+    def _live(self) -> bool:
+        if interrupts.pending():  # Ctrl-C: nothing more reaches the device; KeyboardInterrupt follows
+            self._failed(KeyboardInterrupt())
+        return self.failure is None
 
     def ioctl_get_sector_count(self) -> int:
         return self.dev.geometry.sector_count
@@ -224,7 +234,11 @@ class _FatDisk(_FfDisk):
         return 1
 
     def ioctl_sync(self) -> None:
-        self.dev.sync()
+        if self._live():
+            try:
+                self.dev.sync()
+            except BaseException as e:
+                self._failed(e)
 
     def begin(self, op: str, offset: int, length: int, buf_addr: int, data: bytes = b"") -> None:
         self.xfer = (op, offset, length, buf_addr, data)
@@ -236,7 +250,8 @@ class _FatDisk(_FfDisk):
         self.xfer = None
 
     def read(self, sector: int, count: int) -> bytes:
-        _fail_if_interrupted()
+        if not self._live():
+            return bytes(count)
         addr = 0
         x = self.xfer
         if x is not None and x[0] == "read" and sector >= self.data_start:
@@ -252,12 +267,13 @@ class _FatDisk(_FfDisk):
             if self._in_fat1(sector, count):
                 self._fat_seen[sector] = data
             return data
-        except Exception as e:  # FatFs only sees a disk error; keep the cause for the user
-            self._note(e)
-            raise
+        except BaseException as e:
+            self._failed(e)
+            return bytes(count)
 
     def write(self, sector: int, count: int, buff: bytes) -> None:
-        _fail_if_interrupted()
+        if not self._live():
+            return
         if self._in_fat1(sector, count):
             self._note_fat_write(sector, buff)
         addr = 0
@@ -271,9 +287,8 @@ class _FatDisk(_FfDisk):
             step = self.max_bytes or count
             for off in range(0, count, step):
                 self.dev.write(sector + off // FF_SECTOR, buff[off:off + step], buf_addr=addr + off if addr else 0)
-        except Exception as e:
-            self._note(e)
-            raise
+        except BaseException as e:
+            self._failed(e)
 
     def _in_fat1(self, sector: int, count: int) -> bool:
         """A one-sector transfer of the first FAT while freed clusters are tracked (FatFs moves FAT sectors singly)."""
@@ -305,11 +320,6 @@ class _FatDisk(_FfDisk):
                 runs.append((c, 1))
         self.freed.clear()
         return runs
-
-    def _note(self, e: Exception) -> None:
-        fs = self._fs()
-        if fs is not None:
-            fs._io_error = e
 
 
 def _release_volume() -> None:
@@ -440,7 +450,6 @@ class FatFileSystem(FileSystem):
         self._disk = _FatDisk(self)
         self._partition: Any = None
         self._open_files: set[FatFile] = set()
-        self._io_error: Exception | None = None
         self._interrupted = False
         self.layout: fatformat.FatLayout | None = None
 
@@ -471,6 +480,7 @@ class FatFileSystem(FileSystem):
             self._disk.fat1 = (lay.fat_start, lay.fat_start + lay.fat_sectors, lay.fat_type // 8)
         self._disk._fat_seen.clear()
         self._disk.freed.clear()
+        self._disk.failure = None  # mounted again: FatFs reads the volume afresh
         with _volume_lock:
             if _active is not None and _active() is not None and _active() is not self:
                 raise FileSystemError("another FAT volume is mounted in this process (FatFs in fatfs-ng has "
@@ -486,6 +496,12 @@ class FatFileSystem(FileSystem):
             _mounted_partition = self._partition
 
     def _unmount(self) -> None:
+        if self._interrupted:
+            raise KeyboardInterrupt
+        if self._disk.failure is not None:  # after a disk error nothing more is written: let the volume go
+            self._crash()
+            self._disk.failure = None
+            return
         for f in list(self._open_files):
             f.close()
         with _volume_lock:
@@ -507,30 +523,28 @@ class FatFileSystem(FileSystem):
             raise FileSystemError(f"FAT path {path!r} must be ASCII") from None
 
     def _lib(self, what: str, fn: Callable[..., T], *args: Any) -> T:
-        """A call into FatFs. A disk callback that failed leaves its exception set in fatfs-ng (FatFs itself sees
-        a failed disk and returns): the call ends in SystemError, here the error it was. A Ctrl-C meanwhile fails
-        the disk callbacks and is raised when FatFs returns (fs/interrupts.py); every later call raises it again."""
+        """A call into FatFs. A disk callback that failed (its device raised) fails the call with that error; the
+        volume in memory is then as FatFs left it after a disk it could not see fail, so every later call is
+        refused until it is mounted again. A Ctrl-C meanwhile stops the callbacks and is raised when FatFs
+        returns (fs/interrupts.py); every later call raises it again."""
         if self._interrupted:  # after a Ctrl-C the volume is left as FatFs left it: nothing more runs
             raise KeyboardInterrupt
+        failed = self._disk.failure
+        if failed is not None:
+            raise FileSystemError(f"{what}: the volume had a disk error ({failed}); mount it again")
         try:
             with DeferredSigint():
                 out = fn(*args)
-                int()  # an exception fatfs-ng left set without raising it surfaces here (as SystemError), not later
-                return out
         except KeyboardInterrupt:
             self._interrupted = True
             raise
-        except SystemError as e:
-            cause: BaseException | None = e
-            while isinstance(cause, SystemError):  # each Python call fatfs-ng made with it set adds one
-                cause = cause.__cause__
-            if cause is None:
-                raise
-            if not isinstance(cause, Exception):  # a KeyboardInterrupt raised in a callback some other way
+        failed = self._disk.failure
+        if failed is not None:
+            if not isinstance(failed, Exception):  # a KeyboardInterrupt raised in a callback some other way
                 self._interrupted = True
-                raise cause from None
-            first, self._io_error = self._io_error, None  # the disk error that began it, as the callback noted it
-            raise FileSystemError(f"{what}: {first or cause}") from None
+                raise failed
+            raise FileSystemError(f"{what}: {failed}")
+        return out
 
     def _call(self, what: str, fn: Callable[..., int], *args: Any) -> None:
         """A FatFs call that answers with a result code: FileSystemError naming ``what`` unless it is FR_OK."""
@@ -538,10 +552,6 @@ class FatFileSystem(FileSystem):
 
     def _check(self, ret: int, what: str) -> None:
         if ret:
-            cause = self._io_error
-            self._io_error = None
-            if cause is not None:
-                raise FileSystemError(f"{what}: {cause}") from None
             raise FileSystemError(f"{what}: {_FR_NAMES.get(ret, f'FatFs error {ret}')}")
 
     def _open(self, path: str, mode: str) -> File:
