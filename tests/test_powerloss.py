@@ -82,6 +82,11 @@ def test_flash_target_has_write_back_and_write_through_cells(fs):
     assert through.count("unmountable") == 0
     # the cache is in the stack the cell measured: a write-back cache changes the cost of the workload
     assert back.workload_ms != through.workload_ms
+    if fs == "fat":   # its dirty blocks go out in the cache's order at sync: cuts leave FAT needing repair
+        assert back.count("needs_repair") + back.count("corrupted") > 0
+        assert back.first_loss.layer.startswith("block cache")
+    else:             # littlefs syncs the device at each commit: the cache keeps no promise back
+        assert all(back.count(c) == 0 for c in BAD)
 
 
 def test_cells_are_deterministic():
