@@ -54,7 +54,7 @@ def scenarios(draw):
     cfg = CacheConfig(
         blocks=blocks,
         policy=draw(st.sampled_from(sorted(POLICIES))),
-        read_ahead_blocks=draw(st.sampled_from([0, 0, 1, 3, 16])),
+        read_ahead_blocks=min(draw(st.sampled_from([0, 0, 1, 3, 16])), blocks - 1),  # it must fit the cache
         write_mode=draw(st.sampled_from(["write-back", "write-back", "write-through"])),
         evict_flush=draw(st.sampled_from(["run", "block"])),
         pinned_lba_ranges=pinned,

@@ -78,6 +78,39 @@ def test_bad_group_and_data_are_one_line_errors(capsys, tmp_path):
     assert "not a measurements file" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("kind", ["character device", "fifo", "link to a file", "file in place of cards/"])
+def test_an_output_that_is_no_directory_is_refused_before_any_fit(kind, tmp_path, monkeypatch, capsys):
+    """Issue 32, defect 1: `calibrate GROUP -o X` with X a device, a FIFO or a link to a file ran the whole fit,
+    then failed with an internal error; the path is checked first, one line, exit 2."""
+    import os
+
+    import sdbench.calibrate
+
+    def no_fit(*a, **k):
+        raise AssertionError("the fit began before the output was checked")
+
+    monkeypatch.setattr(sdbench.calibrate, "fit", no_fit)
+    if kind == "character device":
+        out = "/dev/null"
+    elif kind == "fifo":
+        out = str(tmp_path / "fifo")
+        os.mkfifo(out)
+    elif kind == "link to a file":
+        (tmp_path / "file").write_text("")
+        out = str(tmp_path / "link")
+        os.symlink(tmp_path / "file", out)
+    else:
+        out = str(tmp_path / "out")
+        os.mkdir(out)
+        (tmp_path / "out" / "cards").write_text("")
+    assert main(["calibrate", "p2", "-o", out, "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: -o ") and "a directory is needed" in err, err
+    if kind != "file in place of cards/":  # --model-error writes no cards/
+        assert main(["calibrate", "--model-error", "-o", out, "-q"]) == 2
+        assert "a directory is needed" in capsys.readouterr().err
+
+
 def test_row_value_units():
     from sdbench.records import make_row
 

@@ -295,3 +295,18 @@ def test_the_confirmation_says_quick_mode_restores_and_full_mode_destroys(tmp_pa
     assert "restored from a copy saved first" in asked[-1] and "destroyed" not in asked[-1]
     assert main(["capacity", str(img), "--allow-write", "--full", "-f", "json", "-q"]) == 0
     assert "destroyed" in asked[-1]
+
+
+def test_without_allow_write_quick_mode_says_it_restores(tmp_path, capsys):
+    """Issue 32: `capacity` without --allow-write said data would be "destroyed" though quick mode restores it."""
+    from sdbench.cli import main
+
+    img = tmp_path / "card.img"
+    with open(img, "wb") as f:
+        f.truncate(32 << 20)
+    assert main(["capacity", str(img)]) == 2
+    err = capsys.readouterr().err
+    assert "without --allow-write" in err and "restored" in err and "destroyed" not in err, err
+    assert main(["capacity", str(img), "--full"]) == 2
+    assert "destroyed" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == [img]   # nothing written, no restore file left

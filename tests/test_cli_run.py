@@ -46,14 +46,14 @@ def test_run_memory_prints_every_row_in_espidf_format(capsys, tmp_path):
 
 
 def test_table_format_is_markdown(capsys):
-    code, out, _ = run(capsys, "run", "--runs", "1", "-f", "table", "-q", "--set", "espidf.parts=['sd_raw']")
+    code, out, _ = run(capsys, "run", "--runs", "1", "-f", "md", "-q", "--set", "espidf.parts=['sd_raw']")
     assert code == 0
     assert "| label | runs |" in out and "| SD raw write [16 kB label] | 1 |" in out
 
 
 def test_table_has_a_column_for_every_time_component(capsys):
     # behind a USB bridge the PC's time includes the link: the table says how much
-    code, out, _ = run(capsys, "run", "esp32s3-usbmsc-sdmmc4-40mhz", "--runs", "2", "-f", "table", "-q",
+    code, out, _ = run(capsys, "run", "esp32s3-usbmsc-sdmmc4-40mhz", "--runs", "2", "-f", "md", "-q",
                        "--no-save", "--no-range")
     assert code == 0
     head = next(line for line in out.splitlines() if line.startswith("| label"))
@@ -176,7 +176,7 @@ def test_run_on_an_image_needs_allow_write_and_writes_only_in_range(capsys, tmp_
 def test_run_in_a_directory(capsys, tmp_path):
     d = tmp_path / "mnt"
     d.mkdir()
-    code, out, err = run(capsys, "run", "--dir", str(d), "--runs", "2", "--no-save", "-q", "-f", "table")
+    code, out, err = run(capsys, "run", "--dir", str(d), "--runs", "2", "--no-save", "-q", "-f", "md")
     assert code == 0, err
     assert "| DIR (new file): write target size |" in out and "| DIR: read tiny size |" in out
     assert list(d.iterdir()) == [], "the protocol removes its files"
@@ -193,7 +193,7 @@ def test_extends_with_another_media_kind_replaces_the_sd_table(capsys, tmp_path)
 
 
 def test_p2_summary_reads_as_words_with_units(capsys):
-    code, out, _ = run(capsys, "run", "p2-spi25-350mhz-pny-16gb", "--runs", "1", "-f", "table", "-q", "--no-save",
+    code, out, _ = run(capsys, "run", "p2-spi25-350mhz-pny-16gb", "--runs", "1", "-f", "md", "-q", "--no-save",
                        "--no-range")
     assert code == 0
     summary = out[out.index("| summary | value |"):]
@@ -237,7 +237,7 @@ def test_a_refusal_side_by_side_is_one_line_exit_2(capsys, tmp_path):
                     '[sd]\ncard_params = { capacity_bytes = 8388608 }\n\n'
                     '[espidf]\ntarget_size_bytes = 16777216\n')
     code, out, err = run(capsys, "run", "p2-spi25-350mhz-pny-16gb", str(tiny), "--runs", "1", "--no-save", "-q",
-                         "-j", "2", "-f", "table")
+                         "-j", "2", "-f", "md")
     assert code == 2
     assert out.startswith("### p2-spi25-350mhz-pny-16gb") and "tiny-card" not in out
     assert err.strip().splitlines() == ["error: espidf.target_size_bytes = 16777216 B does not fit part sd_raw's "
@@ -251,3 +251,32 @@ def test_an_empty_profile_file_is_refused_not_taken_as_the_defaults(capsys, tmp_
     code, out, err = run(capsys, "run", "--set", f'{key}="{empty}"', "--no-save")
     assert code == 2 and out == ""
     assert f"{what} profile file {empty}: holds no field" in err and len(err.strip().splitlines()) == 1
+
+
+def test_several_scenarios_table_the_rows_they_share_side_by_side(capsys, tmp_path):
+    """Issue 32: `run A B` was documented as side by side but printed one after the other."""
+    slow = tmp_path / "slow.toml"
+    slow.write_text('extends = "espidf-esp32-sdmmc4-40mhz"\ndescription = "at 20 MHz"\n[sd.bus]\nclock_hz = 20_000_000\n')
+    code, out, err = run(capsys, "run", "espidf-esp32-sdmmc4-40mhz", str(slow), "--runs", "1", "--no-range",
+                         "--no-save", "-q", "--set", "espidf.parts=['sd_raw']", "-j", "1")
+    assert code == 0, err
+    table = out[out.index("### side by side: 2 runs"):]
+    head = table.splitlines()[2]
+    assert head.startswith("| label | 1: espidf-esp32-sdmmc4-40mhz ms | 1: espidf-esp32-sdmmc4-40mhz MiB/s | 2: ")
+    line = next(ln for ln in table.splitlines() if ln.startswith("| SD raw read [64 kB label] |"))
+    ms = [float(c) for c in line.strip("|").split("|")[1::2]]
+    assert ms[1] > ms[0]   # the 20 MHz bus reads slower
+    code, out, _ = run(capsys, "run", "espidf-esp32-sdmmc4-40mhz", "--runs", "1", "--no-range", "--no-save", "-q",
+                       "--set", "espidf.parts=['sd_raw']", "-f", "csv")
+    assert code == 0 and out.startswith("run,scenario,") and "side by side" not in out
+
+
+def test_unstable_rows_of_a_measured_run_are_one_warning(capsys):
+    """Issue 32: `run --dir` printed 16 "unstable" warnings; one line names how many and the worst."""
+    from sdbench.protocols import stability_warnings
+    from sdbench.records import make_row
+
+    rows = [make_row(f"row {i}", "read", 512, [1_000_000, 1_000_000 + 400_000 * (i % 3)]) for i in range(6)]
+    (w,) = stability_warnings(rows)
+    assert w.startswith("4 of 6 rows are unstable (stdev above 10% of the mean; worst: row 2, ")
+    assert stability_warnings(rows[:1]) == []

@@ -147,7 +147,16 @@ def test_real_world_sandisk_registers():
     assert csd["command_classes"] == [0, 2, 4, 5, 7, 8, 10] and csd["erase_sector_blocks"] == 128
     assert scr["physical_layer_version"] == "3.0x" and scr["bus_widths"] == ["1-bit", "4-bit"]
     assert scr["commands"] == ["CMD23 set block count"] and scr["data_after_erase"] == "0x00"
-    assert d["summary"] == "SanDisk SS08G rev 3.0, 7.7 GB, SDHC, SD 3.0x, made 2015-09"
+    assert d["summary"] == "SanDisk SS08G rev 3.0, 7.75 GB (7.21 GiB), SDHC, SD 3.0x, made 2015-09"
+
+
+def test_small_devices_show_their_size():
+    """Issue 32: `info` showed a 32 MiB device as "0.0 GB"."""
+    from sdbench.media.identity import capacity_text, summary_line
+
+    assert capacity_text(32 << 20) == "33.6 MB (32 MiB)"
+    assert summary_line({"size_bytes": 32 << 20}) == "33.6 MB (32 MiB)"
+    assert capacity_text(64 * 10 ** 9) == "64 GB (59.6 GiB)" and capacity_text(512) == "512 B"
 
 
 def test_hex_parsing_accepts_common_spellings():

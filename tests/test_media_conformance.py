@@ -88,3 +88,13 @@ def test_and_programming_only_clears_bits():
     d.write(10, b"\xf0\x0f")
     d.write(10, b"\x3c\xff")
     assert d.read(10, 2) == b"\x30\x0f"
+
+
+class TestUnitView(BlockDeviceSuite):
+    """A NOR partition in littlefs's 128-byte program units (what a block cache in front of littlefs holds)."""
+
+    def make_device(self):
+        from sdbench.media.units import UnitView
+
+        return UnitView(MemoryDevice(Geometry(sector_size=1, sector_count=64 * 1024, erase_size=4096,
+                                              erase_value=0xFF), program_and=True), 128)

@@ -126,9 +126,22 @@ def test_any_set_on_a_scenario_loads_or_is_a_config_error(key, value):
 def test_numbers_must_be_finite_and_integers_fit_int64():
     with pytest.raises(ConfigError, match="out of range"):
         from_mapping(EspIdfConfig, {"buf_addr": 1 << 64}, "espidf")
-    for bad in (float("nan"), float("inf"), "nan", 1 << 1100):
+    for bad in (float("nan"), float("inf"), 1 << 1100):
         with pytest.raises(ConfigError, match="copy_cycles_per_byte: expected a finite number"):
             from_mapping(CacheConfig, {"copy_cycles_per_byte": bad}, "sd.cache")
+    with pytest.raises(ConfigError, match="copy_cycles_per_byte: expected a number, got 'nan'$"):
+        from_mapping(CacheConfig, {"copy_cycles_per_byte": "nan"}, "sd.cache")
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("sd.bridge.link.frame_us", '"42"', "a number"), ("sd.bridge.link.packet_bytes", '"512"', "an integer"),
+    ("sd.bridge.link.lock_during_card_write", '"yes"', "true or false"), ("espidf.runs", '"3"', "an integer")])
+def test_a_string_is_never_read_as_a_number_or_a_truth_value(key, value, expected):
+    """Issue 32, defect 2: --set sd.bridge.link.frame_us="42" was taken as 42; types are exact."""
+    name = "usb2-reader-generic-sdhc" if key.startswith("sd.bridge") else "espidf-esp32-sdmmc4-40mhz"
+    with pytest.raises(ConfigError, match=f"{key}: expected {expected}, got"):
+        scen.load(name, [f"{key}={value}"])
+    scen.load(name, [f"{key}={value.strip(chr(34)).replace('yes', 'true')}"])  # the same value, unquoted
     # below the minimum: the unit is in the message
     with pytest.raises(ConfigError, match="below the minimum 1.0 %"):
         from_mapping(CacheConfig, {"twoq_in_percent": 0.5}, "sd.cache")

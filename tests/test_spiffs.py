@@ -203,7 +203,7 @@ def test_gc_reclaims_space_over_many_write_delete_cycles():
             del live[path]
     after = erase_counts(fs)
     assert written > 2 * total                          # far more than fits: space was reclaimed
-    assert fs.core.gc_erases > 20
+    assert fs.core.gc.erases > 20
     assert sum(after) > sum(before) and max(after) > max(before)
     fs.unmount()
     fs.mount()
@@ -245,10 +245,10 @@ def test_gc_quick_erases_fully_deleted_blocks():
             f.write(b"z" * 3000)
     for i in range(12):
         fs.remove(f"/f{i}")
-    erases = fs.core.gc_erases
+    erases = fs.core.gc.erases
     with fs.open("/big", "w") as f:
         f.write(b"q" * 20000)
-    assert fs.core.gc_erases > erases
+    assert fs.core.gc.erases > erases
     with fs.open("/big", "r") as f:
         assert f.read() == b"q" * 20000
 

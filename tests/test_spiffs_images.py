@@ -104,14 +104,14 @@ def test_runtime_image_keeps_working_through_gc():
         fs.remove(p)
     rng = random.Random(5)
     new = {}
-    erases = fs.core.gc_erases
+    erases = fs.core.gc.erases
     # the image has 3 free blocks and ~7300 deleted pages: collection starts at once
     for i in range(12):
         data = rng.randbytes(rng.randrange(10_000, 40_000))
         with fs.open(f"/n{i % 8}.bin", "w") as f:
             f.write(data)
         new[f"/n{i % 8}.bin"] = data
-    assert fs.core.gc_erases > erases                 # blocks written by the C library were collected
+    assert fs.core.gc.erases > erases                 # blocks written by the C library were collected
     fs.unmount()
     fs.mount()
     for p, f in files.items():

@@ -6,6 +6,7 @@ import io
 import json
 import random
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -242,3 +243,55 @@ def test_an_import_error_quoting_a_line_break_is_escaped_whatever_its_type(monke
     with pytest.raises(UnknownFormat) as u:                  # the type callers tell apart is kept
         importers.parse_text("lorem\nipsum\n", name="x\ny.log")
     assert "\n" not in str(u.value)
+
+
+def test_compare_says_how_many_of_the_shared_rows_the_ranking_is_over(capsys, db):
+    """Issue 32: compare said "over the 4 rows every run has" where the table showed 20 shared rows (rows that
+    move different bytes per call are not ranked)."""
+    a = _measured("card-a", 1.0, 1)
+    b = _measured("card-b", 0.5, 2)
+    b = replace(b, rows=(replace(b.rows[0], bytes=32768), *b.rows[1:]))   # same label, other size
+    with open_store(db) as s:
+        s.save(a)
+        s.save(b)
+    code, out, _ = run(capsys, "compare", "1", "2")
+    assert code == 0
+    assert "over the 2 of the 3 rows every run has that move the same bytes per call" in out, out
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_runs_show_compare_speak_json_and_csv(capsys, db, fmt):
+    with open_store(db) as s:
+        s.save(_measured("card-a", 1.0, 1))
+        s.save(_measured("card-b", 0.5, 2))
+    for argv in (["runs"], ["show", "1"], ["compare", "1", "2"]):
+        code, out, err = run(capsys, *argv, "-f", fmt)
+        assert code == 0, err
+        if fmt == "json":
+            json.loads(out)
+        else:
+            rows = list(csv.reader(io.StringIO(out)))
+            assert len(rows) >= 3 and len({len(r) for r in rows}) == 1, argv
+
+
+def test_runs_delete_removes_runs_and_vacuum_gives_the_space_back(capsys, db):
+    with open_store(db) as s:
+        s.save(_measured("keep", 1.0, 1, n=2000))
+        s.save(_measured("drop", 1.0, 2, n=2000))
+        failed = s.begin_run(scenario="broken", clock="wall", protocol="espidf", seed=0, source="measured")
+        s.fail_run(failed, "I/O error")
+    code, _, err = run(capsys, "runs", "delete", "2")       # no terminal to ask on: --yes is needed
+    assert code == 2 and "--yes" in err
+    code, out, err = run(capsys, "runs", "delete", "2", "--yes")
+    assert code == 0 and out.startswith("deleted 1 run from") and "vacuum" in out, err
+    code, out, _ = run(capsys, "runs", "delete", "--status", "failed", "--yes")
+    assert code == 0 and "(3)" in out
+    with open_store(db, create=False) as s:
+        assert [r.id for r in s.list_runs()] == [1]
+    code, out, _ = run(capsys, "db", "vacuum")
+    before, after = re.search(r": ([\d.]+) \w+ -> ([\d.]+) \w+", out).groups()
+    assert code == 0 and float(after) < float(before)
+    code, _, err = run(capsys, "runs", "delete", "7", "--yes")
+    assert code == 2 and "no run 7" in err
+    code, _, err = run(capsys, "runs", "delete", "--yes")
+    assert code == 2 and "give run ids" in err

@@ -531,6 +531,29 @@ def test_db_help_and_vacuum(capsys, db):
         assert s.load(1) == _record()
 
 
+def test_a_store_without_a_write_bit_is_read_but_never_written(capsys, db, tmp_path):
+    """Issue 32, defect 6: a store of mode 444 is read-only on purpose, yet as root `import` and `run` appended
+    to it. Read commands work; every command that would write is refused in one line before any work, and the
+    file stays as it was."""
+    _good_store(db)
+    db.chmod(0o444)
+    before, runs = md5(db), _stored(db)
+    spec = tmp_path / "spec.toml"
+    spec.write_text('base = "espidf-memory"\n[grid]\n"espidf.runs" = [1, 2]\n')
+    writers = [["import", DATA / "espidf_esp32_sdmmc.log"], ["run", "espidf-memory", "--runs", "1"],
+               ["sweep", spec, "-q"], ["stream", "--dir", tmp_path, "--size", "1M", "-q"],
+               ["db", "vacuum"], ["db", "repair", "--force"], ["runs", "delete", "2", "--yes"]]
+    for argv in writers:
+        code, out, err = cli(capsys, *argv)
+        assert_one_error(code, err, "read-only (mode 0444)")
+    for argv in (["runs"], ["show", "1"], ["export", "1", "-f", "csv"], ["compare", "1", "2"], ["db", "check"]):
+        code, out, err = cli(capsys, *argv)
+        assert code == 0 and out and not err, (argv, err)
+    assert md5(db) == before and _stored(db) == runs
+    # nothing else was made (the stream wrote no test file); reading may leave SQLite's -shm/-wal beside the store
+    assert {p.name for p in tmp_path.iterdir()} <= {db.name, spec.name, f"{db.name}-wal", f"{db.name}-shm"}
+
+
 # -- 5. all-or-nothing import ---------------------------------------------------------------------
 
 def test_import_of_several_runs_is_all_or_nothing(capsys, db, tmp_path, monkeypatch):

@@ -179,3 +179,31 @@ def test_a_joint_card_fit_with_the_single_sector_rows_reproduces_every_train_row
     access, _, single, block = fit.x
     assert 100 <= access <= 500 and 500 <= single <= 2500 and block < 14400
     assert not math.isnan(fit.cost)
+
+
+class SyncingCard(TimedCard):
+    """A card whose driver's sync takes card time (SdFat's SDIO ends an open transfer: CMD12 and busy)."""
+
+    def _sync(self):
+        self.clock.advance_ns(850_000, "card")
+
+
+@pytest.mark.parametrize("mode", ["single-sector", "multi-sector", "background"])
+def test_a_sync_takes_card_time_on_the_pcs_time_line(mode):
+    """Issue 32, defect 2: a sync's card time did not reach the PC's clock, so the next card operation began
+    "before" the card was free (AssertionError, exit 3)."""
+    b = bridge(SyncingCard(read_ms=0.1, write_ms=0.2), mode)
+    b.write(0, bytes(512))
+    before = b.clock.now_ns()
+    b.sync()
+    assert b.clock.now_ns() - before >= 850_000
+    b.read(0, 1)  # the card's next operation starts after the sync, on both time lines
+    assert b.card_clock.now_ns() <= b.clock.now_ns()
+
+
+def test_sd_bridge_options_on_the_teensy_sdio_target():
+    """Issue 32, defect 2: any sd.bridge.* on sdfat-bench-teensy41-sdio (its SDIO driver's sync takes time)."""
+    sc = scen.load("sdfat-bench-teensy41-sdio", ["sd.bridge.link.frame_us=1000", "sdfat_bench.file_bytes=65536",
+                                                 "sdfat_bench.write_passes=1", "sdfat_bench.read_passes=1"])
+    rec = run_scenario(sc)
+    assert {r.op for r in rec.rows} == {"write", "read"} and all(r.time_ms > 0 for r in rec.rows)

@@ -23,7 +23,7 @@ docs/calibration.md); the profiles record it as ``fit_rel_sd`` (σ / value).  ``
 (:class:`FitStep`).
 
 The shipped profiles in ``sdbench/data/{cards,hosts}`` are this module's
-output: ``sdbench calibrate --output-dir src/sdbench/data``.
+output: ``sdbench calibrate -o src/sdbench/data``.
 """
 from __future__ import annotations
 

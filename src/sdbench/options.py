@@ -104,25 +104,19 @@ def _coerce(value: Any, t: Any, where: str) -> Any:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a table, got {value!r}")
         return dict(value)
+    # types are exact: a string is never read as a number or a truth value ("42" is a string, 42 a number)
     if t is bool:
         if isinstance(value, bool):
             return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
-            return value.lower() in ("true", "yes", "1")
-        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        raise ConfigError(f"{where}: expected true or false, got {_shown(value)}")
     if t is int:
         n: int | None = None
         if isinstance(value, int) and not isinstance(value, bool):
             n = value
         elif isinstance(value, float) and value.is_integer():
-            n = int(value)
-        elif isinstance(value, str):
-            try:
-                n = int(value.replace("_", ""), 0)
-            except ValueError:
-                pass
+            n = int(value)  # 1e6 is TOML's float, and a whole number
         if n is None:
-            raise ConfigError(f"{where}: expected an integer, got {_shown(value)}")
+            raise ConfigError(f"{where}: expected an integer, got {_shown(value)}{_unquote_hint(value)}")
         if not -INT_LIMIT < n < INT_LIMIT:
             raise ConfigError(f"{where}: {_shown(value)} is out of range (integers are limited to ±2^63)")
         return n
@@ -133,13 +127,8 @@ def _coerce(value: Any, t: Any, where: str) -> Any:
                 x = float(value)
             except OverflowError:  # an integer beyond any float
                 x = math.inf
-        elif isinstance(value, str):
-            try:
-                x = float(value)
-            except ValueError:
-                pass
         if x is None:
-            raise ConfigError(f"{where}: expected a number, got {_shown(value)}")
+            raise ConfigError(f"{where}: expected a number, got {_shown(value)}{_unquote_hint(value)}")
         if not math.isfinite(x):
             raise ConfigError(f"{where}: expected a finite number, got {_shown(value)}")
         return x
@@ -148,6 +137,17 @@ def _coerce(value: Any, t: Any, where: str) -> Any:
             return value
         raise ConfigError(f"{where}: expected a string, got {_shown(value)}")
     return value
+
+
+def _unquote_hint(value: Any) -> str:
+    """For a number written as a string: how to write it as a number."""
+    if isinstance(value, str):
+        try:
+            x = float(value.replace("_", ""))
+        except ValueError:
+            return ""
+        return " (a number is written without quotes)" if math.isfinite(x) else ""
+    return ""
 
 
 def _key(name: str) -> str:

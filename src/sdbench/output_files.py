@@ -28,6 +28,8 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (
 
 
 def _kind(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "a regular file"
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
@@ -79,6 +81,39 @@ def check_profile_output(out: Path, force: bool, flag: str) -> None:
     if not force and (out.exists() or out.is_symlink()):
         raise SdbenchError(f"{shown} exists; pass --force to replace it")
     check_writable_output(out)
+
+
+def check_output_dir(path: Path, flag: str, subdirs: tuple[str, ...] = ()) -> None:
+    """Refuse, before any work, a directory output (``flag``: the option that named it) that is something else
+    (a file, a device, a FIFO, a link to one), or that cannot be created or written; ``subdirs``: the folders the
+    command makes inside it."""
+    for p in (path, *(path / s for s in subdirs)):
+        try:
+            st = os.stat(p)
+        except FileNotFoundError:
+            if os.path.lexists(p):
+                raise SdbenchError(f"{flag} {path}: {p} is a symbolic link to nothing; a directory is needed") \
+                    from None
+            _check_creatable(p, flag, path)
+            return  # what is missing below it is created too
+        except OSError as e:
+            raise SdbenchError(f"{flag} {path}: {e.strerror}") from None
+        if not stat.S_ISDIR(st.st_mode):
+            what = "a symbolic link to " if os.path.islink(p) else ""
+            raise SdbenchError(f"{flag} {path}: {p} is {what}{_kind(st.st_mode)}; a directory is needed")
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise SdbenchError(f"{flag} {path}: cannot write into {p}: permission denied")
+
+
+def _check_creatable(p: Path, flag: str, shown: Path) -> None:
+    """``p`` does not exist: its nearest existing ancestor must be a writable directory."""
+    parent = Path(os.path.abspath(p)).parent
+    while not os.path.lexists(parent) and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise SdbenchError(f"{flag} {shown}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise SdbenchError(f"{flag} {shown}: cannot create {p}: permission denied")
 
 
 def write_atomically(path: Path, data: str | bytes) -> None:

@@ -1,15 +1,83 @@
 """Executors for independent simulated runs (sweep points, power-loss cells, scenarios, range members):
 a local process pool or a Dask distributed cluster.  A simulated run's result depends only on its scenario
 and seed, never on the worker that ran it, so callers keep results in their own order.
+
+Workers end with the process that started them: a killed ``sdbench`` (SIGKILL, a closed terminal) leaves no
+worker running on under PID 1. Every process sdbench forks (pool workers, the fio engine's I/O processes)
+asks the kernel for SIGKILL when its parent goes (:func:`end_workers_with_parent`); pool workers started
+another way (a fork server, spawn) do so as they start.
 """
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
+import os
+import signal
+import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from .errors import SdbenchError
+from .progress import THREAD_NAME as PROGRESS_THREAD
+
+#: prctl(2) option: the signal a process gets when its parent (the thread that forked it) ends
+PR_SET_PDEATHSIG = 1
+
+
+def _libc_prctl() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    return prctl
+
+
+_prctl = _libc_prctl()
+_forking_parent = os.getpid()
+_hooked = False
+
+
+def end_with_parent(parent: int) -> None:
+    """In a worker: end when ``parent`` (the process that started it) ends."""
+    if _prctl is not None and _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+        if os.getppid() != parent:  # it ended before the request was made
+            os._exit(1)
+        return
+
+    def watch() -> None:  # no prctl (not Linux): look every half second
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
+
+
+def _before_fork() -> None:
+    global _forking_parent
+    _forking_parent = os.getpid()
+
+
+def _after_fork_in_child() -> None:
+    if _prctl is not None:  # the watcher thread of end_with_parent is for pool workers only
+        end_with_parent(_forking_parent)
+
+
+def _pool_worker() -> None:
+    """A pool worker, however it was started (forked here, by a fork server, spawned): it ends with its parent
+    (the fork server ends with the process that started it)."""
+    end_with_parent(os.getppid())
+
+
+def end_workers_with_parent() -> None:
+    """From now on every process this one forks ends when this one ends (the command line calls it once)."""
+    global _hooked
+    if not _hooked:
+        os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
+        _hooked = True
 
 
 def mp_context() -> multiprocessing.context.BaseContext:
@@ -17,7 +85,8 @@ def mp_context() -> multiprocessing.context.BaseContext:
     with sdbench imported and no filesystem mounted; with other threads around, fork is unsafe, so
     a fork server (sdbench preloaded) or spawn."""
     methods = multiprocessing.get_all_start_methods()
-    if "fork" in methods and threading.active_count() == 1:
+    others = [t for t in threading.enumerate() if t is not threading.current_thread() and t.name != PROGRESS_THREAD]
+    if "fork" in methods and not others:
         return multiprocessing.get_context("fork")
     if "forkserver" in methods:
         ctx = multiprocessing.get_context("forkserver")
@@ -39,7 +108,7 @@ def run_pool(jobs: list[Any], workers: int, done: Callable[[int, Any], None],
         return out
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp_context()) as ex:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp_context(), initializer=_pool_worker) as ex:
         futs = [ex.submit(fn, job) for job in jobs]
         for f in as_completed(futs):
             i, rec = f.result()

@@ -513,8 +513,11 @@ class CellRunner:
         if isinstance(cfg, LogReplayConfig) and cell.fs == "raw":
             raise _NotApplicable("the logger writes files: raw sectors have none")
         if self.section == "flash":
-            if cell.cache != "none" or cell.bridge != "none":
-                raise _NotApplicable("caches and USB bridges are modelled in front of SD cards only")
+            if cell.bridge != "none":
+                raise _NotApplicable("USB bridges are modelled in front of SD cards only")
+            if cell.cache != "none" and cell.fs not in ("fat", "littlefs"):
+                raise _NotApplicable("on SPI flash a block cache is modelled under FAT and LittleFS (SPIFFS has "
+                                     "its own page cache; raw sectors go to wear levelling)")
         elif cell.fs == "spiffs":
             raise _NotApplicable("SPIFFS runs on SPI flash only")
         if cell.cache != "none" and cell.bridge != "none":
@@ -522,14 +525,14 @@ class CellRunner:
 
     def scenario(self, faults: dict[str, Any]) -> Scenario:
         table = dict(getattr(self.base, self.section))
+        cache = table.pop("cache", None)
+        if self.cell.cache != "none":  # [sd.cache] or [flash.cache]: the scenario's own, in this cell's mode
+            cache = {**(cache or {}), "write_mode": self.cell.cache}
+            if cache.get("blocks") == 0:   # the scenario's "no cache": the cell's cache has the default size
+                cache.pop("blocks")
+            table["cache"] = cache
         if self.section == "sd":
-            table.pop("cache", None)
             table.pop("bridge", None)
-            if self.cell.cache != "none":
-                cache = {**table.get("cache", {}), "write_mode": self.cell.cache}
-                if cache.get("blocks") == 0:   # the scenario's "no cache": the cell's cache has the default size
-                    cache.pop("blocks")
-                table["cache"] = cache
             if self.cell.bridge != "none":
                 table["bridge"] = {"mode": self.cell.bridge}
         table["faults"] = {**table.get("faults", {}), **faults}   # the scenario's own faults stay (a volatile card)
@@ -656,7 +659,10 @@ class CellRunner:
                 return None
         res = _check_files(logger, read_file)
         if self.cell.fs == "fat" and CLASSES.index(res.cls) < CLASSES.index("needs_repair"):
-            problem = fat_problems(fs)
+            try:
+                problem = fat_problems(fs)
+            except SdbenchError as e:  # a directory entry the volume cannot even name (a torn directory sector)
+                problem = f"directory: {e}"
             if problem:
                 res.cls, res.detail = "needs_repair", problem
         fs.crash()

@@ -22,7 +22,8 @@ from .options import to_mapping
 from .repricing import ReplayMismatch, member_unpriceable, replayed_rows
 from .parallel import run_pool
 from .records import Row, RunRecord
-from .runner import Context, WallProgress
+from .progress import Progress
+from .runner import Context
 from .scenarios import Scenario
 from .stack import Built
 from .workloads.registry import protocol
@@ -31,12 +32,16 @@ UNSTABLE_CV = 0.10  # coefficient of variation above which a wall-clock row is f
 
 
 def stability_warnings(rows: list[Row]) -> list[str]:
-    out = []
-    for r in rows:
-        if r.runs >= 2 and r.time_ms > 0 and r.time_ms_stdev / r.time_ms > UNSTABLE_CV:
-            out.append(f"{r.label}: unstable (stdev {r.time_ms_stdev / r.time_ms:.0%} of the mean over {r.runs} "
-                       "runs); use more runs or a quieter machine")
-    return out
+    """One line for the wall-clock rows whose stdev is above UNSTABLE_CV of their mean (each row's stdev is in
+    its table), naming the worst."""
+    cv = {r.label: (r.time_ms_stdev / r.time_ms, r.runs) for r in rows
+          if r.runs >= 2 and r.time_ms > 0 and r.time_ms_stdev / r.time_ms > UNSTABLE_CV}
+    if not cv:
+        return []
+    worst = max(cv, key=lambda k: cv[k][0])
+    which = f"{len(cv)} of {len(rows)} rows are" if len(cv) > 1 else "1 row is"
+    return [f"{which} unstable (stdev above {UNSTABLE_CV:.0%} of the mean; worst: {worst}, "
+            f"{cv[worst][0]:.0%} over {cv[worst][1]} runs); use more runs or a quieter machine"]
 
 
 def run_scenario(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
@@ -62,7 +67,7 @@ def run_scenario(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
     if not ranges:
         return rec
     return with_ranges(sc, rec, workers=workers, recording=recording, structural=structural,
-                       profiles_=loaded[0] if loaded else None)
+                       profiles_=loaded[0] if loaded else None, progress=progress)
 
 
 def _ranges_may_run_in_full(sc: Scenario) -> bool:
@@ -128,7 +133,7 @@ def _run_once(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
         built.discard()
         raise
     try:
-        bar = WallProgress(spec.timed_calls(sc), sc.name, enabled=progress)
+        bar = Progress(spec.timed_calls(sc), sc.name, enabled=progress, unit="calls")
         ctx = Context(built.clock, tuple(listeners), bar)
         rows: list[Row] = []
         try:
@@ -161,14 +166,16 @@ def _run_once(sc: Scenario, *, progress: bool = False, listeners: tuple = (),
 
 
 def with_ranges(sc: Scenario, rec: RunRecord, *, workers: int = 1, recording: Recording | None = None,
-                structural: bool = True, profiles_: tuple[Any, ...] | None = None) -> RunRecord:
+                structural: bool = True, profiles_: tuple[Any, ...] | None = None,
+                progress: bool = False) -> RunRecord:
     """``rec`` (the full run of ``sc``) with the range of each simulated row and ``metadata["range"]``: the
     parameters' spread (:func:`_param_ranges`) widened by the structural error `sdbench calibrate
     --model-error` recorded for what is uncalibrated in the stack (:func:`sdbench.population.structural_error`,
     :func:`sdbench.population.widen`; not with ``structural=False``).  ``recording``: of the run that made
     ``rec`` (sdbench.ledger), when there is one, to re-price the members from at the full runs; ``profiles_``:
-    the stack's profiles as that run loaded them (else they are loaded again)."""
-    out = _param_ranges(sc, rec, workers, recording, profiles_)
+    the stack's profiles as that run loaded them (else they are loaded again); ``progress``: a bar for the
+    members that run."""
+    out = _param_ranges(sc, rec, workers, recording, profiles_, progress)
     if rec.clock != "virtual" or not structural:
         return out
     klass = out.metadata.get("range", {}).get("structural_class", "neither")
@@ -186,7 +193,8 @@ def with_ranges(sc: Scenario, rec: RunRecord, *, workers: int = 1, recording: Re
 
 
 def _member_rows(reduced: Scenario, runs_reduced: bool, full_rows: tuple[Row, ...], members: tuple[Any, ...],
-                 workers: int, full_recording: Recording | None) -> tuple[Any, list[Any], dict[str, Any]]:
+                 workers: int, full_recording: Recording | None,
+                 progress: bool = False) -> tuple[Any, list[Any], dict[str, Any]]:
     """The central scenario's rows at the reduced runs (or the SdbenchError that stopped it), each member's rows
     (or its SdbenchError), and how they were made (the range's ``pricing`` metadata).
 
@@ -230,7 +238,8 @@ def _member_rows(reduced: Scenario, runs_reduced: bool, full_rows: tuple[Row, ..
     scs = [reduced] if central is None and runs_reduced else []
     scs += [population.member_scenario(reduced, members[i]) for i in rerun]
     if scs:
-        ran = run_pool(list(enumerate(scs)), min(workers, len(scs)), lambda i, res: None, _rows_job)
+        with Progress(len(scs), f"{reduced.name}: range", enabled=progress, unit="runs") as bar:
+            ran = run_pool(list(enumerate(scs)), min(workers, len(scs)), lambda i, res: bar.advance(), _rows_job)
         out = [ran[i] for i in range(len(scs))]
         if central is None and runs_reduced:
             central = out.pop(0)
@@ -245,7 +254,7 @@ def _member_rows(reduced: Scenario, runs_reduced: bool, full_rows: tuple[Row, ..
 
 
 def _param_ranges(sc: Scenario, rec: RunRecord, workers: int = 1, recording: Recording | None = None,
-                  profiles_: tuple[Any, ...] | None = None) -> RunRecord:
+                  profiles_: tuple[Any, ...] | None = None, progress: bool = False) -> RunRecord:
     """``rec`` with the range of each simulated row from its parameters' spread and ``metadata["range"]``.
 
     The central figures stay as they are.  The central scenario and every member then run with the protocol's
@@ -270,7 +279,7 @@ def _param_ranges(sc: Scenario, rec: RunRecord, workers: int = 1, recording: Rec
         members = population.select(pl.members, k)
     reduced = population.with_runs(sc, runs)
     central_res, results, pricing = _member_rows(reduced, runs != full_runs, rec.rows, members, workers,
-                                                 None if runs != full_runs else recording)
+                                                 None if runs != full_runs else recording, progress)
     info["pricing"] = pricing
     if isinstance(central_res, SdbenchError):
         info.update(method="none", reason=f"the central scenario does not run with {spec.runs_option} = {runs}: "

@@ -51,3 +51,28 @@ def markdown_table(rec: RunRecord) -> str:
             cells.append(" ".join(f"{k}×{v:g}" for k, v in sorted(r.commands.items())))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def side_by_side(recs: list[RunRecord]) -> str:
+    """The rows several runs share (same label), side by side as a Markdown table: each run's mean ms and MiB/s;
+    "" when no label is in two runs."""
+    labels: dict[str, list[int]] = {}
+    for i, rec in enumerate(recs):
+        for r in rec.rows:
+            labels.setdefault(r.label, [])
+            if i not in labels[r.label]:
+                labels[r.label].append(i)
+    shared = [label for label, where in labels.items() if len(where) >= 2]
+    if not shared:
+        return ""
+    names = [f"{i + 1}: {rec.scenario}" for i, rec in enumerate(recs)]
+    rows = [{r.label: r for r in rec.rows} for rec in recs]
+    head = ["label", *(f"{n} {unit}" for n in names for unit in ("ms", "MiB/s"))]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for label in shared:
+        cells = [label.replace("|", "\\|")]
+        for by_label in rows:
+            r = by_label.get(label)
+            cells += ["", ""] if r is None else [f"{r.time_ms:.3f}", f"{r.mib_s:.3f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

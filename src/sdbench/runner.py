@@ -7,7 +7,6 @@ when each timer starts and stops, so a trace shows what a timer covered.
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -109,39 +108,3 @@ class RowTimer:
             self.ctx.ledger[self.label] = {k: v / n for k, v in self.ledger_ns.items()}
         return make_row(self.label, self.op, self.nbytes, self.samples_ns, counters=self.counters,
                         breakdown_ns=self.breakdown_ns, commands=self.commands, **self.row_kw)
-
-
-class WallProgress:
-    """A rich progress bar on stderr that only appears once a run has lasted a second."""
-
-    def __init__(self, total: int, description: str = "running", *, enabled: bool = True) -> None:
-        self.total = total
-        self.description = description
-        self.enabled = enabled
-        self.done = 0
-        self.t0 = time.monotonic()
-        self._bar: Any = None
-        self._task: Any = None
-
-    def advance(self, label: str, n: int = 1) -> None:
-        self.done += n
-        if not self.enabled:
-            return
-        if self._bar is None:
-            if time.monotonic() - self.t0 < 1.0:
-                return
-            from rich.console import Console
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
-
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                                 console=Console(stderr=True), transient=True)
-            self._bar.start()
-            self._task = self._bar.add_task(self.description, total=self.total, completed=self.done)
-        self._bar.update(self._task, completed=self.done, description=label[:48])
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None

@@ -33,7 +33,6 @@ import itertools
 import json
 import math
 import os
-import sys
 import time
 from collections.abc import Callable
 from importlib import resources
@@ -207,7 +206,8 @@ def check_sweep(spec: SweepSpec) -> None:
 
 def run_sweep(spec: SweepSpec, *, workers: int | None = None, dask: str | None = None, dask_processes: bool = True,
               progress: Callable[[str], None] | None = None, check: bool = True) -> SweepResult:
-    """Run every configuration of ``spec``; records come back in grid order with their parameters."""
+    """Run every configuration of ``spec``; records come back in grid order with their parameters.
+    ``progress(parameters)`` as each configuration finishes."""
     configs = spec.configurations()
     jobs = [(i, spec.base, spec.overrides(p)) for i, p in enumerate(configs)]
     if check:
@@ -215,14 +215,10 @@ def run_sweep(spec: SweepSpec, *, workers: int | None = None, dask: str | None =
     n_workers = max(1, workers or os.cpu_count() or 1)
     n_workers = min(n_workers, len(jobs))
     sid = sweep_id(spec)
-    finished = 0
 
     def done(i: int, _rec: Any = None) -> None:
-        nonlocal finished
-        finished += 1
         if progress is not None:
-            where = ", ".join(f"{k}={toml_value(v)}" for k, v in configs[i].items())
-            progress(f"[{finished}/{len(jobs)}] {where}")
+            progress(", ".join(f"{k}={toml_value(v)}" for k, v in configs[i].items()))
 
     t0 = time.perf_counter()
     if dask:
@@ -378,6 +374,3 @@ def save(res: SweepResult, db: str | Path | None) -> list[int] | None:
     finally:
         store.close()
 
-
-def stderr_progress(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)

@@ -149,7 +149,7 @@ def validate_rows(meas: list[Measurement], names: list[str] | None = None,
             continue
         if progress:
             _say(f"simulating {name} ...")
-        rec = run_scenario(scen.load(name), ranges=ranges)
+        rec = run_scenario(scen.load(name), ranges=ranges, progress=progress)
         got = {r.label: r for r in rec.rows}
         for m in meas:
             if m.scenario == name:

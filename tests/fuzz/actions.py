@@ -113,8 +113,13 @@ def replace_with(args: dict, case_dir: str) -> None:
         raise ValueError(f"unknown replacement {what!r}")
 
 
+def chmod(args: dict, case_dir: str) -> None:
+    """Set a file's mode bits (e.g. 0o444: a store made read-only on purpose)."""
+    os.chmod(_path(args, case_dir), int(args["mode"]))
+
+
 ACTIONS = {"corrupt_bytes": corrupt_bytes, "truncate": truncate, "write": write, "foreign_sqlite": foreign_sqlite,
-           "sql": sql, "remove": remove, "replace_with": replace_with}
+           "sql": sql, "remove": remove, "replace_with": replace_with, "chmod": chmod}
 
 
 def run(name: str, args: dict, case_dir: str) -> str:

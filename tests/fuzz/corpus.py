@@ -397,7 +397,7 @@ def gen_scenario(rng: random.Random, ctx: Context) -> dict:
     if not gentle and rng.random() < 0.12:
         data = toml_dumps(apply_tree_ops(tree, ops)).encode()
         ops.append(random_text_op(rng, data))
-    extra_args = rng.choice([[], [], [], ["-f", "json"], ["-f", "table"], ["--json", "out.json"],
+    extra_args = rng.choice([[], [], [], ["-f", "json"], ["-f", "md"], ["--json", "out.json"],
                              ["-f", "espidf", "--json", "@CASE@/out.json"]])
     return {"base": base, "merged": merged, "ops": ops, "args": extra_args, "save": rng.random() < 0.1}
 
@@ -1028,6 +1028,34 @@ def _regressions() -> list[tuple[str, dict]]:
             {"argv": ["report", "latest", "--html", "/dev/null"]}]}),
         ("refusal of a real target after the 'running' note", {
             "steps": [{"argv": ["run", "--device", "fifo", "--no-save", "--runs", "1"]}]}),
+        # issue 32: seven defects found by an independent campaign
+        ("calibrate -o a character device or a FIFO (the fit ran, then exit 3)", {"steps": [
+            {"argv": ["calibrate", "p2", "-o", "/dev/null", "-q"]}, {"argv": ["calibrate", "p2", "-o", "fifo", "-q"]},
+            {"argv": ["calibrate", "--model-error", "-o", "img.bin", "-q"]}]}),
+        ("sd.bridge on the Teensy SDIO target (card operations out of time order)", {"steps": [
+            {"argv": ["run", "sdfat-bench-teensy41-sdio", "--set", "sd.bridge.link.frame_us=1000", "--set",
+                      "sdfat_bench.file_bytes=16384", "--no-save", "-q", "--no-range"]}]}),
+        ("a quoted number taken as a number", {"steps": [
+            {"argv": ["run", "usb2-reader-generic-sdhc", "--set", 'sd.bridge.link.frame_us="42"', "--no-save",
+                      "-q"]}]}),
+        ("littlefs block_size of 2 GiB (ran for minutes, Ctrl-C ignored)", {"steps": [
+            {"argv": ["run", "logger-sd-littlefs-pauses", "--set", "sd_littlefs.block_size=2147483648",
+                      "--no-save", "-q"]}]}),
+        ("read-ahead larger than the cache (4096 blocks per 512-byte read)", {"steps": [
+            {"argv": ["run", "sdfat-bench-esp32c3-sdspi", "--set", "sd.cache.read_ahead_blocks=4095", "--no-save",
+                      "-q"]}]}),
+        ("a store without a write bit (import and run appended to it as root)", {"steps": [
+            {"argv": ["import", "espidf.log"] + db},
+            {"action": "chmod", "args": {"path": "store.db", "mode": 0o444}},
+            {"argv": ["import", "espidf.log"] + db}, {"argv": ["run", "espidf-memory", "--runs", "1", "-q"] + db},
+            {"argv": ["db", "vacuum"] + db}, {"argv": ["runs"] + db}, {"argv": ["export", "latest", "-f", "csv"] + db}]}),
+        ("a bad sector under FatFs (SystemError, exit 3)", {"steps": [
+            {"argv": ["run", "espidf-esp32-sdmmc4-40mhz", "--set", "sd.capacity_bytes=67108864", "--set",
+                      "sd.faults.bad_sectors=[104]", "--set", 'espidf.parts=["sd_fatfs"]', "--no-save", "-q",
+                      "--no-range", "--runs", "2"]}]}),
+        ("sizes with suffixes", {"steps": [
+            {"argv": ["run", "--device", "img.bin", "--offset", "1M", "--size", "1M", "--no-save", "-q", "--runs",
+                      "1"]}, {"argv": ["probe", "img.bin", "--offset", "1x"]}]}),
     ]
 
 

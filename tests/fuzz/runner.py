@@ -52,7 +52,7 @@ FAIL_CLASSES = ("traceback", "internal_error", "bad_message", "bad_exit", "signa
                 "harness_error")
 OK_CLASSES = ("ok", "refusal", "failed_run", "refusal_after_notes", "quiet_but_noisy")
 NOTE_PREFIXES = ("running ", "warning:", "saved as run", "sweep ", "simulating ", "fitting ", "wrote ", "note:",
-                 "saved ", "[")
+                 "saved ", "[", "progress: ")
 
 
 class WorkerError(Exception):
@@ -375,7 +375,8 @@ def classify(step: dict, res: dict, case_dir: str) -> Outcome:
         return Outcome("bad_message", f"exit 2 with {min(len(lines), 3)}{'+' if len(lines) > 3 else ''} "
                                       f"stderr lines: {cmd}: {first}", {})
     if rc == 1:
-        if len(lines) <= 1:
+        if len(lines) <= 1 or (len(errors) == 1 and lines[-1].startswith("error:")
+                               and all(l.startswith(NOTE_PREFIXES) for l in lines[:-1])):
             return Outcome("failed_run", "")
         return Outcome("bad_message", f"exit 1 with {len(lines)} stderr lines: {cmd}: "
                                       f"{_normalise(lines[0], case_dir)}", {})

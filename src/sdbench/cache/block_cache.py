@@ -34,7 +34,8 @@ class CacheConfig:
     policy: str = opt("lru", choices=tuple(POLICIES),
                       help="replacement policy: lru, lruc (LRU among clean blocks), arc, 2q")
     read_ahead_blocks: int = opt(0, unit="blocks", min=0, max=1 << 16,
-                                 help="blocks read after a missed block in the same inner read; 0 = off")
+                                 help="blocks read after a missed block in the same inner read; 0 = off; less than "
+                                      "blocks")
     write_mode: str = opt("write-back", choices=WRITE_MODES,
                           help="write-back: dirty blocks written at sync/eviction; write-through: written at once")
     evict_flush: str = opt("run", choices=EVICT_FLUSH_MODES,
@@ -66,6 +67,11 @@ class CacheConfig:
                     raise ConfigError(f"cache.{f.name} = {v}{unit} is below the minimum {m['min']}{unit}")
                 if m.get("max") is not None and v > m["max"]:
                     raise ConfigError(f"cache.{f.name} = {v}{unit} is above the maximum {m['max']}{unit}")
+        if self.read_ahead_blocks >= self.blocks:
+            # the missed block and what is read after it must fit the cache, or each read evicts its own read-ahead
+            # (ValueError: the option loader names the table)
+            raise ValueError(f"read_ahead_blocks = {self.read_ahead_blocks} blocks does not fit a {self.blocks}-block "
+                             f"cache with the block it follows (at most {self.blocks - 1})")
         ranges = []
         for i, r in enumerate(self.pinned_lba_ranges):
             ok = isinstance(r, (list, tuple)) and len(r) == 2 and all(

@@ -63,6 +63,9 @@ def fail(message: str) -> "typer.Exit":
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ..parallel import end_workers_with_parent
+
+    end_workers_with_parent()  # a killed sdbench leaves no worker or I/O process running on
     _load_commands()
     try:
         # without standalone mode click returns the code of a typer.Exit(n) instead of raising it

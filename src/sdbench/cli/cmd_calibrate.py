@@ -8,6 +8,7 @@ import typer
 
 from ..errors import SdbenchError
 from ..importers.validate import printable
+from .params import size_option
 
 # calibrate (scipy.optimize) is imported by the command that uses it: every other command starts faster
 
@@ -17,11 +18,12 @@ def register(app: typer.Typer) -> None:
     def calibrate_cmd(
         group: list[str] = typer.Argument(None, help="Fit groups to run (default: all). See --list."),
         data: Optional[Path] = typer.Option(None, "--data", help="Measurements CSV (default: the shipped copy)."),
-        output: Optional[Path] = typer.Option(None, "--output-dir", "-o",
-                                              help="Fit groups: where to write fitted profiles (cards/*.toml, "
-                                                   "hosts/*.toml; default: calibrated). The shipped ones come from "
-                                                   "-o src/sdbench/data. With --from: the card profile to write "
-                                                   "(a .toml file)."),
+        output: Optional[Path] = typer.Option(None, "--output", "-o", "--output-dir",
+                                              help="Fit groups and --model-error: the directory to write into "
+                                                   "(cards/*.toml, hosts/*.toml, flash/*.toml; default: "
+                                                   "calibrated); the shipped profiles come from -o "
+                                                   "src/sdbench/data. With --from: the card profile file to write "
+                                                   "(CARD.toml)."),
         list_: bool = typer.Option(False, "--list", help="List fit groups and exit."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
         from_: Optional[Path] = typer.Option(None, "--from",
@@ -35,9 +37,9 @@ def register(app: typer.Typer) -> None:
         card: Optional[str] = typer.Option(None, "--card",
                                            help="With --from: the card profile's name (default: the output "
                                                 "file's name without .toml)."),
-        capacity_bytes: Optional[int] = typer.Option(None, "--capacity-bytes", min=1 << 20,
-                                                     help="With --from: the card's capacity (default: the "
-                                                          "scenario's card's)."),
+        capacity_bytes: Optional[int] = size_option(None, "--capacity-bytes", minimum=1 << 20,
+                                                    help="With --from: the card's capacity (default: the "
+                                                         "scenario's card's)"),
         runs: Optional[int] = typer.Option(None, "--runs", min=1, max=100_000,
                                            help="With --from: timed calls per row in the fit's runs (default: "
                                                 "the measured rows' runs, else the scenario's)."),
@@ -71,7 +73,8 @@ def register(app: typer.Typer) -> None:
             if value is not None:
                 raise SdbenchError(f"{flag} belongs to --from (calibrating a card from your measurements)")
         from .. import population
-        from ..calibrate import fit, groups, load_measurements, sd_cells, write_results
+        from ..calibrate import TARGETS, fit, groups, load_measurements, sd_cells, write_results
+        from ..output_files import check_output_dir
 
         if model_error:
             _model_error(group, data, list_, output, progress)
@@ -84,10 +87,12 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"| {g.name} | {len(g.scenarios)} | {g.host} | {g.description} |")
             return
         output_dir = output if output is not None else Path("calibrated")
-        meas = load_measurements(data)
         for name in group or list(gs):
             if name not in gs:
                 raise SdbenchError(f"unknown fit group {name!r} (known: {', '.join(gs)})")
+        # before the fits: a path that cannot take the profiles fails now, not after minutes of fitting
+        check_output_dir(output_dir, "-o", tuple(sorted({folder for _, folder, _, _ in TARGETS.values()})))
+        meas = load_measurements(data)
         for name in group or list(gs):
             if not quiet:
                 typer.echo(f"fitting {name} ...", err=True)
@@ -115,7 +120,7 @@ def register(app: typer.Typer) -> None:
 def _model_error(group: list[str] | None, data: Path | None, list_: bool, output: Path | None,
                  progress: object) -> None:
     from ..calibrate import load_measurements
-    from ..output_files import check_writable_output, write_atomically
+    from ..output_files import check_output_dir, check_writable_output, write_atomically
     from ..population import MODEL_ERROR_FILE
     from ..crossval import CLASS_TITLES, cross_validate, structural_toml
     from ..validation import range_quantile
@@ -124,8 +129,7 @@ def _model_error(group: list[str] | None, data: Path | None, list_: bool, output
         raise SdbenchError("--model-error takes no fit groups and no --list")
     if output is None:
         raise SdbenchError("--model-error needs -o DIR (the shipped file is src/sdbench/data/model-error.toml)")
-    if output.exists() and not output.is_dir():
-        raise SdbenchError(f"-o {output}: not a directory")
+    check_output_dir(output, "-o")
     path = output / MODEL_ERROR_FILE
     if output.is_dir():
         check_writable_output(path)  # before the runs: a path that cannot be written fails now

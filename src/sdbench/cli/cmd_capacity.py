@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from enum import Enum
 from pathlib import Path
 from typing import Optional
 
@@ -14,13 +13,13 @@ from ..capacity import CLASSES, CapacityResult, RestoreLog, full_probe, quick_pr
 from ..errors import SdbenchError
 from ..media.realtarget import open_device
 from ..output_files import check_writable_output
-from .cmd_real import _md_table, _Progress
+from .cmd_real import _Progress
+from .formats import format_enum, format_option
+from .formats import is_json as _is_json, md_table as _md_table
 from .grant import write_grant
 
 
-class Format(str, Enum):
-    text = "text"
-    json = "json"
+CapacityFormat = format_enum("capacity")
 
 
 def _default_restore_path(target: str, nonce: bytes) -> Path:
@@ -55,7 +54,8 @@ def register(app: typer.Typer) -> None:
         allow_write: bool = typer.Option(False, "--allow-write", help="Allow writing test records to TARGET "
                                                                       "(quick mode puts the originals back)."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation before writing."),
-        fmt: Format = typer.Option(Format.text, "--format", "-f", help="text (Markdown table) or json."),
+        fmt: CapacityFormat = format_option("capacity", "md", md="the verdict and the sector counts",
+                                            json="the result document"),
         full: bool = typer.Option(False, "--full", help="Write and verify every sector (destroys all data, "
                                                         "like f3write/f3read)."),
         restore_file: Optional[Path] = typer.Option(None, "--restore-file", help="Where quick mode saves the "
@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
                 dev.close()
             doc = {"restored": rr.restored, "verified": rr.verified, "mismatched": rr.mismatched,
                    "skipped_foreign": rr.skipped_foreign, "unreadable": rr.unreadable}
-            if fmt is Format.json:
+            if _is_json(fmt):
                 typer.echo(json.dumps(doc))
             else:
                 _md_table(None, ["Restore", "Sectors"], [[k, v] for k, v in doc.items()])
@@ -126,7 +126,7 @@ def register(app: typer.Typer) -> None:
             elif not quiet:
                 typer.echo(f"warning: {rr.mismatched + rr.unreadable} sector(s) did not read back as saved "
                            f"(expected on a fake card: its addresses share storage); {rpath} is kept", err=True)
-        if fmt is Format.json:
+        if _is_json(fmt):
             typer.echo(json.dumps(res.to_dict()))
         else:
             _print_text(res)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from enum import Enum
 from pathlib import Path
 from typing import Optional
 
@@ -12,12 +11,13 @@ import typer
 
 from ..errors import SdbenchError
 from ..output_files import check_writable_output, write_atomically
-from .cmd_real import _md_table, _Progress
+from ..progress import Progress
+from .formats import format_enum, format_option
+from .formats import is_json as _is_json, md_table as _md_table
+from .params import size_parser
 
 
-class Format(str, Enum):
-    table = "table"
-    json = "json"
+PowerlossFormat = format_enum("powerloss")
 
 
 def _choices(values: list[str], known: tuple[str, ...], flag: str) -> list[str]:
@@ -58,7 +58,8 @@ def register(app: typer.Typer) -> None:
                                               help="Parallel workers for the cells (default: the number of CPUs)."),
         dask: Optional[str] = typer.Option(None, "--dask", metavar="ADDRESS",
                                            help="Run the cells on Dask: a scheduler address, or 'local'."),
-        fmt: Format = typer.Option(Format.table, "--format", "-f", help="table (Markdown) or json."),
+        fmt: PowerlossFormat = format_option("powerloss", "md", md="a Markdown table, a row per cell",
+                                             json="the matrix document"),
         html: Optional[Path] = typer.Option(None, "--html", help="Also write an HTML heat map to FILE."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or notes on stderr."),
     ) -> None:
@@ -88,6 +89,9 @@ def register(app: typer.Typer) -> None:
                 if not sep or key not in ("files", "file_bytes", "chunk_bytes", "sync_every"):
                     raise SdbenchError(f"--workload {w!r:.60}: KEY=VALUE with KEY one of files, file_bytes, "
                                        f"chunk_bytes, sync_every, or logger")
+                if key.endswith("_bytes"):
+                    fields[key] = size_parser(f"--workload {key}")(value)
+                    continue
                 try:
                     fields[key] = int(value)
                 except ValueError:
@@ -106,24 +110,18 @@ def register(app: typer.Typer) -> None:
             doc = {"op": cut.op, "seed": seed, "class": cut.cls, "lost_acknowledged_bytes":
                    cut.lost_acknowledged_bytes, "corrupted_files": cut.corrupted_files, "layer": cut.layer,
                    "detail": cut.detail}
-            if fmt is Format.json:
+            if _is_json(fmt):
                 typer.echo(json.dumps(doc))
             else:
                 _md_table(None, ["Cut", "Value"], [[k, v] for k, v in doc.items()], numbers=False)
             return
         cell_list = pl.cells(fs_l, cache_l, bridge_l)
         n = len(cell_list)
-        prog = _Progress(not quiet)
-        finished: list[int] = []
-
-        def done(i: int) -> None:
-            finished.append(i)
-            prog(f"{len(finished)}/{n} cells", len(finished) / n)
-        try:
+        # counted from the start, so that a log shows the matrix moving from its first cell on
+        with Progress(n, f"powerloss {sc.name}", enabled=not quiet, unit="cells") as prog:
             results = pl.run_matrix(scenario, list(set_), cell_list, cfg,
-                                    workers=min(workers or os.cpu_count() or 1, n), dask=dask, done=done)
-        finally:
-            prog.close()
+                                    workers=min(workers or os.cpu_count() or 1, n), dask=dask,
+                                    done=lambda i: prog.advance(f"{cell_list[i].name} done"))
         docs = [r.to_dict(seed) for r in results]
         head = {"scenario": sc.name, "section": results[0].section, "seed": seed, "cuts_per_cell": cuts,
                 "workload": {"kind": "logger" if isinstance(cfg, pl.LogReplayConfig) else "files",
@@ -132,7 +130,7 @@ def register(app: typer.Typer) -> None:
             from ..report.powerloss_page import render
 
             write_atomically(html, render(head, docs, title=f"sdbench powerloss: {sc.name}"))
-        if fmt is Format.json:
+        if _is_json(fmt):
             typer.echo(json.dumps({**head, "cells": docs}))
         else:
             _print_table(docs)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
@@ -11,13 +10,14 @@ import typer
 from ..errors import SdbenchError
 from ..report.text import size_text
 from ..output_files import check_profile_output, check_writable_output, write_atomically
-from .cmd_real import _md_table, _Progress
+from .cmd_real import _Progress
+from .formats import format_enum, format_option
+from .formats import is_json as _is_json, md_table as _md_table
 from .grant import write_grant
+from .params import size_option
 
 
-class Format(str, Enum):
-    text = "text"
-    json = "json"
+ProbeFormat = format_enum("probe")
 
 
 def _size(n: int | None) -> str:
@@ -53,13 +53,13 @@ def register(app: typer.Typer) -> None:
         allow_write: bool = typer.Option(False, "--allow-write", help="Run the write tests (open units, AU size, "
                                                                       "write latency, erase): destroys the data "
                                                                       "in the range. Only this flag allows it."),
-        yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before writing to a device."),
-        offset: int = typer.Option(0, "--offset", min=0, help="TARGET: first byte of the range probed."),
-        size: int = typer.Option(0, "--size", min=0, help="TARGET: bytes of the range probed (0 = to the end)."),
+        yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before writing to a device or image file."),
+        offset: int = size_option(0, "--offset", help="TARGET: first byte of the range probed"),
+        size: int = size_option(0, "--size", help="TARGET: bytes of the range probed (0 = to the end)"),
         max_streams: int = typer.Option(16, "--max-streams", min=2, max=64,
                                         help="Most streams the open-unit test writes round-robin."),
         seed: int = typer.Option(1, "--seed", help="Seed of the random offsets."),
-        fmt: Format = typer.Option(Format.text, "--format", "-f", help="text (Markdown tables) or json."),
+        fmt: ProbeFormat = format_option("probe", "md", json="the probe document (and the profile written)"),
         html: Optional[Path] = typer.Option(None, "--html", help="Also write an HTML page with plots to FILE."),
         profile: Optional[Path] = typer.Option(None, "--profile", help="Write a card profile (TOML) of what was "
                                                                       "measured, for --set sd.card=FILE.toml."),
@@ -149,7 +149,7 @@ def register(app: typer.Typer) -> None:
             from ..report.probe_page import render
 
             write_atomically(html, render(doc, findings(res), title=f"sdbench probe: {label}"))
-        if fmt is Format.json:
+        if _is_json(fmt):
             typer.echo(json.dumps(doc))
             return
         _md_table(None, ["Probe", "Value"], [list(r) for r in findings(res)], numbers=False)

@@ -12,11 +12,8 @@ results document atomically (temporary file + rename).
 from __future__ import annotations
 
 import dataclasses
-import io
 import shutil
 import json
-import sys
-import time
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
@@ -30,8 +27,11 @@ from ..media.identity import decode_registers, identify
 from ..fs.hostdir import DirTarget, open_directory
 from ..media.linux import LinuxBlockDevice
 from ..media.realtarget import open_device
+from .formats import md_table as _md_table
 from .grant import write_grant
+from .params import size_option
 from ..options import from_mapping, to_mapping
+from ..progress import Progress
 from ..records import MIB, Results, RunRecord
 from ..workloads import fio as fiomod
 from ..workloads.fio.presets import CdmConfig
@@ -55,67 +55,12 @@ def _parse_size_opt(v: Optional[str], what: str) -> Optional[int]:
     return None if v is None else fiomod.parse_size(v, what)
 
 
-class _Progress:
-    """A progress bar on stderr that appears once a run has lasted a second (terminals only)."""
+class _Progress(Progress):
+    """Fraction-measured progress on stderr: a bar on a terminal, a line every few seconds elsewhere
+    (sdbench.progress)."""
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
-        self.t0 = time.monotonic()
-        self._bar: Any = None
-        self._task: Any = None
-
-    def __call__(self, label: str, fraction: float) -> None:
-        if not self.enabled:
-            return
-        if self._bar is None:
-            if time.monotonic() - self.t0 < 1.0:
-                return
-            from rich.console import Console
-            from rich.progress import (BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
-
-            self._bar = Progress(TextColumn("{task.description:<28}"), BarColumn(), TaskProgressColumn(),
-                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                                 console=Console(stderr=True), transient=True)
-            self._bar.start()
-            self._task = self._bar.add_task(label, total=1000)
-        self._bar.update(self._task, completed=int(fraction * 1000), description=label[:28])
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
-
-
-def _md_table(title: str | None, headers: list[str], rows: list[list[Any]], numbers: bool = True) -> None:
-    from rich import box
-    from rich.table import Table
-
-    from rich.console import Console
-
-    t = Table(box=box.MARKDOWN, title=title, title_justify="left")
-    for i, h in enumerate(headers):
-        t.add_column(h, justify="right" if i and numbers else "left", overflow="fold")
-    for r in rows:
-        t.add_row(*[_fmt(x) for x in r])
-    # render without colour or padding lines, so the table pastes into Markdown as it is
-    buf = io.StringIO()
-    Console(file=buf, width=250, color_system=None, highlight=False).print(t)
-    typer.echo("\n".join(line.rstrip() for line in buf.getvalue().splitlines() if line.strip()))
-
-
-def _fmt(x: Any) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, bool):
-        return "yes" if x else "no"
-    if isinstance(x, int):
-        return f"{x:,}"
-    if isinstance(x, float):
-        if x == 0:
-            return "0"
-        return f"{x:,.0f}" if abs(x) >= 1000 else (f"{x:.1f}" if abs(x) >= 10 else f"{x:.3g}")
-    return str(x)
+    def __init__(self, enabled: bool, description: str = "") -> None:
+        super().__init__(None, description, enabled=enabled, fraction=True)
 
 
 def print_fio_table(rec: RunRecord) -> None:
@@ -192,6 +137,14 @@ def _finish(rec: RunRecord, json_path: Optional[Path], quiet: bool, db: Path | N
     bad = fiomod.verify_failures(rec)
     if bad:
         raise fiomod.VerifyError("verify failed: " + "; ".join(bad))
+
+
+def _check_store(db: Path | None, save: bool) -> None:
+    """Before a run that is saved at the end: a store it cannot go into (read-only) is refused now."""
+    if save:
+        from ..store import check_writable
+
+        check_writable(db)
 
 
 def _fitting_size(default: int, device: Optional[str], directory: Optional[str], offset: int) -> int:
@@ -303,6 +256,7 @@ def register(app: typer.Typer) -> None:
         quiet: bool = quiet_opt, keep: bool = keep_opt, drop_caches: bool = drop_opt,
     ) -> None:
         """fio-like jobs: MiB/s, IOPS and latency percentiles (µs) per job and direction."""
+        _check_store(db, save)
         for out in (json_path, fio_json_path):
             if out is not None:
                 check_writable_output(out)
@@ -343,11 +297,11 @@ def register(app: typer.Typer) -> None:
     @app.command("stream")
     def stream_cmd(
         device: Optional[str] = dev_opt, directory: Optional[str] = dir_opt,
-        size: str = typer.Option("40M", "--size", help="Bytes written and read back per pass, whole MiB "
-                                                       "(e.g. 40M)."),
-        chunk: str = typer.Option("1M", "--chunk", help="Bytes per write/read call."),
+        size: int = size_option(40 * MIB, "--size", help="Bytes written and read back per pass, whole MiB "
+                                                         "(default 40M)", minimum=MIB),
+        chunk: int = size_option(MIB, "--chunk", help="Bytes per write/read call (default 1M)", minimum=1),
         passes: int = typer.Option(1, "--passes", min=1, max=1000, help="Write+read passes."),
-        offset: Optional[str] = typer.Option(None, "--offset", help="Start on --device."),
+        offset: int = size_option(0, "--offset", help="Start on --device"),
         no_verify: bool = typer.Option(False, "--no-verify", help="Skip the data check."),
         direct: Optional[bool] = typer.Option(None, "--direct/--buffered", help="O_DIRECT required / page cache."),
         seed: int = typer.Option(0, "--seed", help="Seed for the data."),
@@ -356,14 +310,13 @@ def register(app: typer.Typer) -> None:
         quiet: bool = quiet_opt, keep: bool = keep_opt, drop_caches: bool = drop_opt,
     ) -> None:
         """Stream N MiB of random data from RAM with sync, read back, verify (MB/s = 10^6 B/s)."""
+        _check_store(db, save)
         if json_path is not None:
             check_writable_output(json_path)
-        chunk_bytes = fiomod.parse_size(chunk, "--chunk")
-        size_bytes = fiomod.parse_size(size, "--size")
-        if size_bytes < MIB or size_bytes % MIB:
-            raise ConfigError(f"--size {size}: the stream moves whole MiB (e.g. 40M)")
+        chunk_bytes, size_bytes, off = chunk, size, offset
+        if size_bytes % MIB:
+            raise ConfigError(f"--size {size_bytes} B: the stream moves whole MiB (e.g. 40M)")
         size_mib = size_bytes // MIB
-        off = _parse_size_opt(offset, "--offset") or 0
         target = open_target(device, directory, writes=True, allow_write=allow_write, yes=yes, offset_bytes=off,
                              size_bytes=size_mib * MIB if device is not None else None, direct=direct,
                              drop_caches=drop_caches)
@@ -383,7 +336,7 @@ def register(app: typer.Typer) -> None:
         preset: PresetName = typer.Argument(..., help="cdm (CrystalDiskMark-style), a1 (agnostics A1 sniff "
                                                       "test) or sdfat (SdFat bench)."),
         device: Optional[str] = dev_opt, directory: Optional[str] = dir_opt,
-        size: Optional[str] = typer.Option(None, "--size", help="Test size (cdm: 1G, a1: 64M, sdfat: 5000000)."),
+        size: int = size_option(0, "--size", help="Test size (default: cdm 1G, a1 64M, sdfat 5000000)"),
         loops: int = typer.Option(5, "--loops", min=1, help="cdm: loops per test (best loop reported)."),
         runtime_s: Optional[float] = typer.Option(None, "--runtime-s", help="cdm: 5 s per loop; a1: 10 s per "
                                                                             "random job."),
@@ -393,7 +346,7 @@ def register(app: typer.Typer) -> None:
         mix: bool = typer.Option(False, "--mix", help=f"cdm: {_cdm_help('mix')}; the SEQ tests get none."),
         mix_read_pct: Optional[int] = typer.Option(None, "--mix-read-pct", metavar="PCT",
                                                    help=f"cdm: {_cdm_help('mix_read_pct')}; implies --mix."),
-        offset: Optional[str] = typer.Option(None, "--offset", help="Start of the test region on --device."),
+        offset: int = size_option(0, "--offset", help="Start of the test region on --device"),
         direct: Optional[bool] = typer.Option(None, "--direct/--buffered", help="O_DIRECT required / page cache."),
         allow_write: bool = aw_opt, yes: bool = yes_opt, json_path: Optional[Path] = json_opt,
         db: Optional[Path] = db_opt, save: bool = save_opt,
@@ -403,6 +356,7 @@ def register(app: typer.Typer) -> None:
         RND4K Q32T1, RND4K Q1T1; peak: SEQ1M Q8T1, RND4K Q32T16; real: SEQ1M Q1T1, RND4K Q1T1; --mix adds a
         read/write mix row per test, e.g. "RND4K Q32T16 mix 70/30"), a1 (pass/fail per criterion, exit
         code 1 on FAIL), sdfat (5 MB in 512-byte writes, 2 write + 2 read passes, latency µs)."""
+        _check_store(db, save)
         if json_path is not None:
             check_writable_output(json_path)
         cdm = CdmConfig()
@@ -418,9 +372,9 @@ def register(app: typer.Typer) -> None:
                                           ("--mix-read-pct", mix_read_pct)) if v is not None]
             if given:
                 raise ConfigError(f"{', '.join(given)}: options of preset cdm only")
-        off = _parse_size_opt(offset, "--offset") or 0
+        off = offset
         default_size = {"cdm": 1024 * MIB, "a1": 64 * MIB, "sdfat": fiomod.SDFAT_FILE_BYTES}[preset.value]
-        size_bytes = _parse_size_opt(size, "--size") or 0
+        size_bytes = size
         if not size_bytes:
             size_bytes = default_size
             if preset is not PresetName.sdfat:

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import os
-import sys
-from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
@@ -14,23 +12,26 @@ from dataclasses import replace as _replace
 from .. import scenarios as scen
 from ..errors import RunFailedError, SdbenchError
 from ..protocols import run_scenario, run_scenarios
-from ..runner import WallProgress
+from ..progress import Progress
 from ..workloads.registry import PROTOCOLS, protocol, text_formats
 from ..records import Results, RunRecord
-from ..report_text import markdown_table
+from ..report_text import markdown_table, side_by_side
+from .formats import format_enum, format_option
 from .grant import write_grant
+from .params import size_option
 from ..output_files import check_writable_output, write_atomically
 
 
-#: table, json, and every protocol's own text format (espidf, sdfat, ...) from the protocol registry
-OutFormat = Enum("OutFormat", {n: n for n in ("table", "json", *text_formats())}, type=str)  # type: ignore[misc]
+#: md, json, csv and every protocol's own text format (espidf, sdfat, ...): the -f vocabulary (cli/formats.py)
+RunFormat = format_enum("run")
 
 
-def print_run(rec: RunRecord, fmt: Any) -> None:
+def print_run(rec: RunRecord, fmt: str) -> None:
+    """One run as it finishes (json and csv: all runs at the end, as one document)."""
     renders = text_formats()
-    if fmt.value in renders:
-        typer.echo(renders[fmt.value](rec), nl=False)
-    elif fmt is OutFormat.table:
+    if fmt in renders:
+        typer.echo(renders[fmt](rec), nl=False)
+    elif fmt == "md":
         typer.echo(f"### {rec.scenario} ({'simulated, virtual clock' if rec.clock == 'virtual' else 'wall clock'})")
         typer.echo("")
         typer.echo(markdown_table(rec))
@@ -53,10 +54,10 @@ def register(app: typer.Typer) -> None:
         runs: Optional[int] = typer.Option(None, "--runs", min=1, max=100_000,
                                            help="Timed calls per row (overrides the scenario)."),
         seed: Optional[int] = typer.Option(None, "--seed", help="Seed for data and simulated card randomness."),
-        fmt: Optional[OutFormat] = typer.Option(None, "--format", "-f",
-                                                help="table: a Markdown table; json: the results document on "
-                                                     "stdout; espidf, sdfat: the mirrored tool's own output "
-                                                     "(default for its protocol)."),
+        fmt: Optional[RunFormat] = format_option(
+            "run", md="a Markdown table per run with where the time went, and one of the rows the runs share side "
+                      "by side", json="the results document", csv="one line per row",
+            **{n: f"{n}'s own output (the default for its protocol)" for n in text_formats()}),
         json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the results as JSON to FILE."),
         set_: list[str] = typer.Option([], "--set", help="Override a scenario field, e.g. "
                                                          "--set espidf.target_size_bytes=32768 (repeatable)."),
@@ -75,9 +76,9 @@ def register(app: typer.Typer) -> None:
                                                                       "device or existing image a scenario names "
                                                                       "(destroys data in the range). Only this "
                                                                       "flag allows it, never a file or --set."),
-        yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before writing to a device."),
-        offset: int = typer.Option(0, "--offset", min=0, help="--device: first byte of the range used."),
-        size: int = typer.Option(0, "--size", min=0, help="--device: bytes of the range used (0 = to the end)."),
+        yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before writing to a device or image file."),
+        offset: int = size_option(0, "--offset", help="--device: first byte of the range used"),
+        size: int = size_option(0, "--size", help="--device: bytes of the range used (0 = to the end)"),
         buffered: bool = typer.Option(False, "--buffered", help="--device/--dir: no O_DIRECT."),
         drop_caches: bool = typer.Option(False, "--drop-caches", help="--dir: drop the kernel caches between "
                                                                       "steps (root only)."),
@@ -130,14 +131,16 @@ def register(app: typer.Typer) -> None:
                                           f"clock)")
             # permission to write real media comes from these flags alone, never from the scenario's data
             loaded.append(_replace(sc, write_grant=grant))
-        records = []
+        records: list[RunRecord] = []
+        saved: list[int | None] = []  # each record's run id in the store (None: not saved)
+        name = None if fmt is None else str(getattr(fmt, "value", fmt))
         store = None
         if save:
             from ..store import open_store
 
             store = open_store(str(db) if db is not None else None)
         n_workers = workers or os.cpu_count() or 1
-        progress = not quiet and sys.stderr.isatty()
+        progress = not quiet  # a bar on a terminal, a line every few seconds elsewhere
         simulated = [sc for sc in loaded if sc.clock_kind() == "virtual"]
         try:
             # simulated scenarios are independent: with several, they run side by side first, in processes of
@@ -146,21 +149,31 @@ def register(app: typer.Typer) -> None:
                 if n_workers > 1 and len(simulated) > 1 else {}
             for sc in loaded:
                 if id(sc) in ahead:
-                    rec = _keep(sc, ahead[id(sc)], store, quiet=quiet)
+                    rec, stored_id = _keep(sc, ahead[id(sc)], store, quiet=quiet)
                 else:
-                    rec = _run_one(sc, store, progress=progress, quiet=quiet, ranges=not no_range,
-                                   workers=n_workers)
+                    rec, stored_id = _run_one(sc, store, progress=progress, quiet=quiet, ranges=not no_range,
+                                              workers=n_workers)
                 records.append(rec)
+                saved.append(stored_id)
                 if not quiet:
                     for w in rec.warnings:
                         typer.echo(f"warning: {w}", err=True)
-                print_run(rec, fmt or OutFormat(protocol(sc.protocol).default_format))
+                print_run(rec, name or protocol(sc.protocol).default_format)
         finally:
             if store is not None:
                 store.close()
         results = Results(runs=tuple(records))
-        if fmt is OutFormat.json:
+        if name == "json":
             typer.echo(results.to_json(), nl=False)
+        elif name == "csv":
+            from ..report.export import to_csv
+
+            typer.echo(to_csv([("" if rid is None else rid, rec) for rid, rec in zip(saved, records)]), nl=False)
+        elif len(records) > 1:
+            table = side_by_side(records)
+            if table:
+                typer.echo(f"### side by side: {len(records)} runs\n")
+                typer.echo(table)
         if json_path is not None:
             write_atomically(json_path, results.to_json())
 
@@ -180,7 +193,8 @@ def _retarget(sc: scen.Scenario, spec: Any, kind: str) -> dict[str, Any]:
 def _run_side_by_side(scs: list[scen.Scenario], workers: int, *, ranges: bool,
                       progress: bool) -> dict[int, RunRecord | SdbenchError]:
     """Simulated scenarios in ``workers`` processes; each one's record or error, by id() of its scenario."""
-    bar = WallProgress(len(scs), f"{len(scs)} scenarios in {min(workers, len(scs))} processes", enabled=progress)
+    bar = Progress(len(scs), f"{len(scs)} scenarios in {min(workers, len(scs))} processes", enabled=progress,
+                   unit="scenarios")
     try:
         got = run_scenarios(scs, workers=workers, ranges=ranges,
                             done=lambda i, res: bar.advance(f"{scs[i].name} done"))
@@ -189,22 +203,23 @@ def _run_side_by_side(scs: list[scen.Scenario], workers: int, *, ranges: bool,
     return {id(sc): res for sc, res in zip(scs, got)}
 
 
-def _keep(sc: scen.Scenario, res: RunRecord | SdbenchError, store, *, quiet: bool) -> RunRecord:
-    """A scenario that ran side by side: its record saved whole (or its error raised, as if it ran here)."""
+def _keep(sc: scen.Scenario, res: RunRecord | SdbenchError, store, *, quiet: bool) -> tuple[RunRecord, int | None]:
+    """A scenario that ran in a process of its own: its record saved whole (or its error raised, as if it ran
+    here), and its run id."""
     if isinstance(res, SdbenchError):
         raise res
     if not quiet:
         typer.echo(f"ran {sc.name}: {sc.description}", err=True)
     if store is None:
-        return res
+        return res, None
     rid = store.save(res)
     if not quiet:
         typer.echo(f"saved as run {rid}", err=True)
-    return res
+    return res, rid
 
 
 def _run_one(sc: scen.Scenario, store, *, progress: bool, quiet: bool, ranges: bool = True,
-             workers: int = 1) -> RunRecord:
+             workers: int = 1) -> tuple[RunRecord, int | None]:
     """Run one scenario; with a store, its row is written once the stack is built and each finished row is
     committed at once (a run killed part-way keeps what it measured). A run that fails after it began is
     stored as failed with the reason, and the command exits 1. Nothing is said before the stack is built and
@@ -237,11 +252,11 @@ def _run_one(sc: scen.Scenario, store, *, progress: bool, quiet: bool, ranges: b
         _mark_failed(store, rid, f"internal error: {type(e).__name__}: {e}")
         raise
     if store is None:
-        return rec
+        return rec, None
     store.finish_run(rid, rec)
     if not quiet:
         typer.echo(f"saved as run {rid}", err=True)
-    return rec
+    return rec, rid
 
 
 def _mark_failed(store, rid: int | None, reason: str) -> None:

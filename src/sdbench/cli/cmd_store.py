@@ -1,6 +1,7 @@
 """Commands on the results store: runs, show, export, compare, import, report, and ``db check/repair/vacuum``."""
 from __future__ import annotations
 
+import json
 import stat
 import sys
 from enum import Enum
@@ -11,27 +12,18 @@ import typer
 
 from ..errors import SdbenchError
 from ..options import stat_or_none
+from .formats import format_enum, format_option, print_table, table_text
 
 DB_HELP = "Results store file (default: $SDBENCH_DB, else results.sqlite in the per-user data directory)."
 
 
-class TableFormat(str, Enum):
-    table = "table"
-    md = "md"
+RunsFormat = format_enum("runs")
+ShowFormat = format_enum("show")
+CompareFormat = format_enum("compare")
+ExportFormat = format_enum("export")
 
 
-class ExportFormat(str, Enum):
-    json = "json"
-    csv = "csv"
-    md = "md"
-    espidf = "espidf"
-
-
-class ImportFormat(str, Enum):
-    espidf = "espidf"
-    fio = "fio"
-    sdfat = "sdfat"
-    json = "json"
+ImportFormat = format_enum("import")
 
 
 class SourceChoice(str, Enum):
@@ -52,29 +44,28 @@ class MetricChoice(str, Enum):
     mib_s = "mib_s"
 
 
+def _format_name(fmt: object) -> str:
+    return str(getattr(fmt, "value", fmt))
+
+
 def _db_option() -> Optional[Path]:
     return typer.Option(None, "--db", help=DB_HELP, show_default=False)
 
 
-def _print(table, fmt: TableFormat) -> None:
-    if fmt is TableFormat.md:
-        typer.echo(table.markdown(), nl=False)
-    else:
-        from ..report.text import console
-
-        console(sys.stdout).print(table.rich())
+def _ids(store, refs: list[str]) -> list[int]:
+    """The run ids of what the user typed, duplicates refused."""
+    out: list[int] = []
+    for ref in refs:
+        rid = store.resolve(ref)
+        if rid in out:
+            raise SdbenchError(f"run {rid} is given twice")
+        out.append(rid)
+    return out
 
 
 def _load(store, refs: list[str]):
     """[(id, StoredRun, RunRecord)] for what the user typed, duplicates refused."""
-    out, seen = [], set()
-    for ref in refs:
-        rid = store.resolve(ref)
-        if rid in seen:
-            raise SdbenchError(f"run {rid} is given twice")
-        seen.add(rid)
-        out.append((rid, store.info(rid), store.load(rid)))
-    return out
+    return [(rid, store.info(rid), store.load(rid)) for rid in _ids(store, refs)]
 
 
 def _not_complete(rid: int, info) -> str:
@@ -105,8 +96,14 @@ def _write_output(text: str, output: Optional[Path]) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("runs")
+    runs_app = typer.Typer(name="runs", invoke_without_command=True, add_completion=False, rich_markup_mode=None,
+                           help="List stored runs, oldest first, with their status (and why a failed run failed); "
+                                "`sdbench runs delete` deletes runs.")
+    app.add_typer(runs_app, name="runs")
+
+    @runs_app.callback()
     def runs_cmd(
+        ctx: typer.Context,
         scenario: Optional[str] = typer.Option(None, "--scenario", "-s", help="Only runs whose scenario contains "
                                                                              "TEXT (case-insensitive)."),
         source: Optional[SourceChoice] = typer.Option(None, "--source", help="Only measured, simulated or "
@@ -116,10 +113,12 @@ def register(app: typer.Typer) -> None:
         status: Optional[StatusChoice] = typer.Option(None, "--status", help="Only complete, incomplete "
                                                                               "(interrupted) or failed runs."),
         limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, help="Only the newest N runs."),
-        fmt: TableFormat = typer.Option(TableFormat.table, "--format", "-f", help="table (terminal) or md."),
+        fmt: RunsFormat = format_option("runs", "md"),
         db: Optional[Path] = _db_option(),
     ) -> None:
         """List stored runs, oldest first, with their status (and why a failed run failed)."""
+        if ctx.invoked_subcommand is not None:
+            return
         from dataclasses import replace
 
         from ..store import default_db_path, open_store
@@ -136,16 +135,53 @@ def register(app: typer.Typer) -> None:
         if not runs:
             typer.echo(f"no matching runs in {path}")
             return
-        _print(runs_table([replace(r, status=r.status_text) for r in runs]), fmt)
+        print_table(runs_table([replace(r, status=r.status_text) for r in runs]), fmt)
         for r in runs:
             if r.problem:
                 typer.echo(f"warning: run {r.id} is damaged ({r.problem}); see `sdbench db check --db {path}`",
                            err=True)
 
+    @runs_app.command("delete")
+    def delete_cmd(
+        runs: list[str] = typer.Argument(None, help="Run ids (see `sdbench runs`) or 'latest'."),
+        status: Optional[StatusChoice] = typer.Option(None, "--status", help="Every run of this status instead: "
+                                                                              "incomplete (interrupted) or "
+                                                                              "failed."),
+        yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before deleting."),
+        db: Optional[Path] = _db_option(),
+    ) -> None:
+        """Delete runs and their rows from the store, all or none; `sdbench db vacuum` then gives the space back
+        to the file system."""
+        from ..store import open_store
+
+        if bool(runs) == (status is not None):
+            raise SdbenchError("runs delete: give run ids, or --status incomplete|failed (not both)")
+        if status is StatusChoice.complete:
+            raise SdbenchError("runs delete --status: incomplete or failed (complete runs are deleted by id)")
+        path = _db_path(db)
+        with open_store(path, create=False, write=True) as store:
+            if status is not None:
+                ids = [r.id for r in store.list_runs(status=status.value)]
+                if not ids:
+                    typer.echo(f"no {status.value} runs in {path}")
+                    return
+            else:
+                ids = _ids(store, runs)
+            shown = ", ".join(map(str, ids[:20])) + (" ..." if len(ids) > 20 else "")
+            if not yes:
+                if not sys.stdin.isatty():
+                    raise SdbenchError(f"runs delete: deleting {_runs(len(ids))} ({shown}) needs a confirmation; "
+                                       "give --yes when there is no terminal to ask on")
+                if not typer.confirm(f"Delete {_runs(len(ids))} ({shown}) from {path}?", err=True):
+                    raise typer.Exit(1)
+            store.delete_runs(ids)
+        typer.echo(f"deleted {_runs(len(ids))} from {path} ({shown}); `sdbench db vacuum` shrinks the file")
+
     @app.command("show")
     def show_cmd(
         run: str = typer.Argument(..., help="Run id (see `sdbench runs`) or 'latest'."),
-        fmt: TableFormat = typer.Option(TableFormat.table, "--format", "-f", help="table (terminal) or md."),
+        fmt: ShowFormat = format_option("show", "md", json="the run's results document (as export -f json)",
+                                        csv="its rows (as export -f csv)"),
         db: Optional[Path] = _db_option(),
     ) -> None:
         """Show one run: what was measured on what, and every row."""
@@ -155,6 +191,12 @@ def register(app: typer.Typer) -> None:
 
         with open_store(db, create=False) as store:
             [(rid, info, rec)] = _load(store, [run])
+        name = _format_name(fmt)
+        if name != "md":
+            from ..report.export import export
+
+            typer.echo(export([(rid, rec)], name, [info]), nl=False)
+            return
         facts = Table(["field", "value"], title=f"Run {rid}")
         for k, v in run_summary(rid, info, rec):
             facts.add([k, v])
@@ -162,32 +204,36 @@ def register(app: typer.Typer) -> None:
                 facts.add(["status reason", info.status_reason])
         for k, v in flatten(rec.stack):
             facts.add([f"stack.{k}", v])
-        _print(facts, fmt)
-        if fmt is TableFormat.md:
-            typer.echo("")
+        print_table(facts, fmt)
+        typer.echo("")
         for w in rec.warnings:
             typer.echo(f"warning: {w}")
-        if rec.warnings and fmt is TableFormat.md:
+        if rec.warnings:
             typer.echo("")
-        _print(rows_table(rec), fmt)
+        print_table(rows_table(rec), fmt)
 
     @app.command("export")
     def export_cmd(
         runs: list[str] = typer.Argument(..., help="Run ids or 'latest'."),
-        fmt: ExportFormat = typer.Option(ExportFormat.json, "--format", "-f",
-                                         help="json (sdbench results, re-importable), csv, md, or espidf "
-                                              "(the perf_benchmark printf lines)."),
+        fmt: ExportFormat = format_option("export", "json", json="sdbench results, re-importable",
+                                          csv="one line per row", md="Markdown, a table per run"),
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to FILE (atomically) instead "
                                                                            "of stdout."),
         db: Optional[Path] = _db_option(),
     ) -> None:
-        """Export runs as JSON, CSV, Markdown or ESP-IDF lines."""
+        """Export runs as JSON, CSV, Markdown or a protocol's own output (ESP-IDF lines, SdFat bench)."""
         from ..store import open_store
         from ..report.export import export
+        from ..workloads.registry import text_formats
 
         with open_store(db, create=False) as store:
             loaded = _load(store, runs)
-        text = export([(rid, rec) for rid, _, rec in loaded], fmt.value, [info for _, info, _ in loaded])
+        name = _format_name(fmt)
+        renders = text_formats()
+        if name in renders:
+            text = "".join(renders[name](rec) for _, _, rec in loaded)
+        else:
+            text = export([(rid, rec) for rid, _, rec in loaded], name, [info for _, info, _ in loaded])
         _write_output(text, output)
         for rid, info, rec in loaded:
             if info.status != "complete":
@@ -202,11 +248,12 @@ def register(app: typer.Typer) -> None:
         metric: MetricChoice = typer.Option(MetricChoice.reported, "--metric",
                                             help="--table figure: reported (each row's own unit), ms or mib_s."),
         alpha: float = typer.Option(0.05, "--alpha", min=1e-6, max=0.5, help="Significance level of the tests."),
-        fmt: TableFormat = typer.Option(TableFormat.table, "--format", "-f", help="table (terminal) or md."),
+        fmt: CompareFormat = format_option("compare", "md", json="the runs, the table, the ranking and the "
+                                                                 "warnings", csv="the table"),
         db: Optional[Path] = _db_option(),
     ) -> None:
         """Compare runs side by side per row label, with ratios and significance."""
-        from ..compare import card_table, compare_runs, comparison_warnings
+        from ..compare import card_table, compare_runs, comparison_warnings, ranking
         from ..report.tables import card_table_view, comparison_table
         from ..store import open_store
 
@@ -216,40 +263,52 @@ def register(app: typer.Typer) -> None:
             loaded = _load(store, runs)
         names = [f"#{rid}" for rid, _, _ in loaded]
         pairs = [(n, rec) for n, (_, _, rec) in zip(names, loaded)]
-        bullet = "- " if fmt is TableFormat.md else ""
-        for n, (_, info, rec) in zip(names, loaded):
-            dev = f", {info.device_name}" if info.device_name else ""
-            typer.echo(f"{bullet}{n}: {rec.scenario} ({rec.source}{dev})")
-        typer.echo("")
+        described = [f"{rec.scenario} ({rec.source}{f', {info.device_name}' if info.device_name else ''})"
+                     for _, info, rec in loaded]
+        ranks = []
         if table:
             view = card_table_view(names, card_table([rec for _, rec in pairs], metric.value))
             warnings = comparison_warnings(pairs)
         else:
             cmp = compare_runs(pairs, alpha=alpha)
-            view, warnings = comparison_table(cmp), cmp.warnings
-        _print(view, fmt)
-        if not table:
-            from ..compare import ranking
-
-            ranks = ranking(cmp)
-            if ranks:
-                typer.echo("")
-                typer.echo(f"Ranking, fastest first (geometric mean of speed × over the {ranks[0].rows} rows "
-                           f"every run has; {names[0]} = 1.00):")
-                for k, r in enumerate(ranks, start=1):
-                    more = f", faster in {r.faster} rows, slower in {r.slower}" if r.name != names[0] else ""
-                    typer.echo(f"{k}. {r.name}: {r.speed_x:.2f}x{more}")
+            view, warnings, ranks = comparison_table(cmp), list(cmp.warnings), ranking(cmp)
+            shared = sum(all(c.row is not None for c in ln.cells) for ln in cmp.lines)
+        name = _format_name(fmt)
+        if name == "csv":
+            print_table(view, fmt)
+            return
+        if name == "json":
+            doc = {"runs": [{"run": n, "scenario": rec.scenario, "source": rec.source} for n, rec in pairs],
+                   "table": json.loads(table_text(view, "json")),
+                   "ranking": [{"run": r.name, "speed_x": r.speed_x, "rows": r.rows, "faster": r.faster,
+                                "slower": r.slower} for r in ranks],
+                   "warnings": list(warnings)}
+            typer.echo(json.dumps(doc, ensure_ascii=False, indent=1))
+            return
+        for n, d in zip(names, described):
+            typer.echo(f"- {n}: {d}")
+        typer.echo("")
+        print_table(view, fmt)
+        if ranks:
+            typer.echo("")
+            alike = next(r.rows for r in ranks if r.name == names[0])  # the baseline's: every such row
+            typer.echo(f"Ranking, fastest first (geometric mean of speed × over the {alike} of the {shared} rows "
+                       f"every run has that move the same bytes per call; {names[0]} = 1.00):")
+            for k, r in enumerate(ranks, start=1):
+                more = f", faster in {r.faster} rows, slower in {r.slower}" if r.name != names[0] else ""
+                typer.echo(f"{k}. {r.name}: {r.speed_x:.2f}x{more}")
         if warnings:
             typer.echo("")
         for w in warnings:
-            typer.echo(f"{bullet}warning: {w}")
+            typer.echo(f"- warning: {w}")
 
     @app.command("import")
     def import_cmd(
         file: Path = typer.Argument(..., help="A perf_benchmark monitor log, fio JSON, SdFat bench output, or an "
                                               "sdbench results JSON."),
-        fmt: Optional[ImportFormat] = typer.Option(None, "--format", "-f", help="Input format (detected when "
-                                                                                "omitted)."),
+        fmt: Optional[ImportFormat] = format_option(
+            "import", tail="the input's format, detected when omitted", json="sdbench results",
+            espidf="an ESP-IDF perf_benchmark monitor log", fio="fio's JSON output", sdfat="SdFat bench output"),
         scenario: Optional[str] = typer.Option(None, "--scenario", help="Scenario name to file the run under "
                                                                         "(e.g. the simulated scenario it is "
                                                                         "compared with)."),

@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from ..errors import SdbenchError
+from ..progress import Progress
 
 
 def register(app: typer.Typer) -> None:
@@ -46,6 +47,10 @@ def register(app: typer.Typer) -> None:
         from ..output_files import check_writable_output, write_atomically
 
         spec = sw.load_spec(spec_path)
+        if save:
+            from ..store import check_writable
+
+            check_writable(db)  # a store the runs cannot go into is refused before they run
         if json_path is not None:
             check_writable_output(json_path)
         px = py = ps = None
@@ -68,8 +73,9 @@ def register(app: typer.Typer) -> None:
             where = f"Dask {dask}" if dask else "local processes"
             typer.echo(f"sweep {spec.name}: {n} configurations of {spec.base} on {where} "
                        f"({workers or os.cpu_count()} workers)", err=True)
-        res = sw.run_sweep(spec, workers=workers, dask=dask, progress=None if quiet else sw.stderr_progress,
-                           check=False)
+        with Progress(n, f"sweep {spec.name}", enabled=not quiet, unit="configurations") as prog:
+            res = sw.run_sweep(spec, workers=workers, dask=dask, progress=lambda where: prog.advance(where),
+                               check=False)
         typer.echo(f"### sweep {spec.name} ({res.sweep_id}): {n} configurations, {res.wall_s:.1f} s\n")
         typer.echo(sw.markdown(res, rows or None))
         if save:

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from fatfs import wrapper as _ff
 from fatfs.diskio import Disk as _FfDisk
@@ -31,8 +32,11 @@ from fatfs.diskio import Disk as _FfDisk
 from ..errors import ConfigError, FileSystemError
 from ..media.base import BlockDevice, BlockDeviceWrapper, Geometry
 from ..options import opt, to_mapping
-from . import fatformat
+from . import fatformat, interrupts
 from .base import SEEK_CUR, SEEK_END, SEEK_SET, File, FileStat, FileSystem
+from .interrupts import DeferredSigint
+
+T = TypeVar("T")
 
 FF_SECTOR = 512  # FatFs' compiled sector size in fatfs-ng
 
@@ -204,6 +208,21 @@ class _FatDisk(_FfDisk):
         self.fat1: tuple[int, int, int] | None = None   # first LBA, end LBA, bytes per entry
         self._fat_seen: dict[int, bytes] = {}
         self.freed: set[int] = set()
+        #: the first failure of a disk callback in the FatFs call under way (FatFileSystem._lib raises it)
+        self.failure: BaseException | None = None
+
+    # fatfs-ng has no way for a callback to fail: an exception raised in one stays set while FatFs goes on,
+    # and the Python code that runs next misbehaves (lookups fail, errors differ with the hash seed). So a
+    # failed callback keeps its cause in ``failure``, and from then on the call's callbacks touch the device no
+    # more (reads give zeros, writes are dropped): the medium holds what it held when the failure came.
+    def _failed(self, e: BaseException) -> None:
+        if self.failure is None:
+            self.failure = e
+
+    def _live(self) -> bool:
+        if interrupts.pending():  # Ctrl-C: nothing more reaches the device; KeyboardInterrupt follows
+            self._failed(KeyboardInterrupt())
+        return self.failure is None
 
     def ioctl_get_sector_count(self) -> int:
         return self.dev.geometry.sector_count
@@ -215,7 +234,11 @@ class _FatDisk(_FfDisk):
         return 1
 
     def ioctl_sync(self) -> None:
-        self.dev.sync()
+        if self._live():
+            try:
+                self.dev.sync()
+            except BaseException as e:
+                self._failed(e)
 
     def begin(self, op: str, offset: int, length: int, buf_addr: int, data: bytes = b"") -> None:
         self.xfer = (op, offset, length, buf_addr, data)
@@ -227,6 +250,8 @@ class _FatDisk(_FfDisk):
         self.xfer = None
 
     def read(self, sector: int, count: int) -> bytes:
+        if not self._live():
+            return bytes(count)
         addr = 0
         x = self.xfer
         if x is not None and x[0] == "read" and sector >= self.data_start:
@@ -242,11 +267,13 @@ class _FatDisk(_FfDisk):
             if self._in_fat1(sector, count):
                 self._fat_seen[sector] = data
             return data
-        except Exception as e:  # FatFs only sees a disk error; keep the cause for the user
-            self._note(e)
-            raise
+        except BaseException as e:
+            self._failed(e)
+            return bytes(count)
 
     def write(self, sector: int, count: int, buff: bytes) -> None:
+        if not self._live():
+            return
         if self._in_fat1(sector, count):
             self._note_fat_write(sector, buff)
         addr = 0
@@ -260,9 +287,8 @@ class _FatDisk(_FfDisk):
             step = self.max_bytes or count
             for off in range(0, count, step):
                 self.dev.write(sector + off // FF_SECTOR, buff[off:off + step], buf_addr=addr + off if addr else 0)
-        except Exception as e:
-            self._note(e)
-            raise
+        except BaseException as e:
+            self._failed(e)
 
     def _in_fat1(self, sector: int, count: int) -> bool:
         """A one-sector transfer of the first FAT while freed clusters are tracked (FatFs moves FAT sectors singly)."""
@@ -295,11 +321,6 @@ class _FatDisk(_FfDisk):
         self.freed.clear()
         return runs
 
-    def _note(self, e: Exception) -> None:
-        fs = self._fs()
-        if fs is not None:
-            fs._io_error = e
-
 
 def _release_volume() -> None:
     """f_mount(NULL) the mounted volume, if any, and free the slot (caller holds the lock)."""
@@ -325,7 +346,7 @@ class FatFile(File):
             self._seek_raw(size)
 
     def _seek_raw(self, offset: int) -> None:
-        self.fs._check(_ff.pyf_lseek(self._h, offset), f"seek in {self.path}")
+        self.fs._call(f"seek in {self.path}", _ff.pyf_lseek, self._h, offset)
         self._pos = offset
         self._size = max(self._size, offset)
 
@@ -339,7 +360,7 @@ class FatFile(File):
         disk = self.fs._disk
         disk.begin("read", self._pos, size, buf_addr)
         try:
-            ret, data = _ff.pyf_read(self._h, size)
+            ret, data = self.fs._lib(f"read {self.path}", _ff.pyf_read, self._h, size)
         finally:
             disk.end()
         self.fs._check(ret, f"read {self.path}")
@@ -359,7 +380,7 @@ class FatFile(File):
         disk = self.fs._disk
         disk.begin("write", self._pos, len(data), buf_addr, data)
         try:
-            ret, written = _ff.pyf_write(self._h, data)
+            ret, written = self.fs._lib(f"write {self.path}", _ff.pyf_write, self._h, data)
         except _ff.FatFSException as e:
             ret, written = e.code, 0
         finally:
@@ -392,7 +413,7 @@ class FatFile(File):
         is still inside the file; the freed clusters are discarded (FF_USE_TRIM), as after a remove."""
         pos = self._pos
         self._seek_raw(size)
-        self.fs._check(_ff.pyf_truncate(self._h), f"truncate {self.path}")
+        self.fs._call(f"truncate {self.path}", _ff.pyf_truncate, self._h)
         self._size = size
         self.fs._trim_freed()
         if pos < size:
@@ -400,10 +421,10 @@ class FatFile(File):
 
     def _sync(self) -> None:
         """f_sync: write back the file's sector buffer and its directory entry (size, first cluster)."""
-        self.fs._check(_ff.pyf_sync(self._h), f"sync {self.path}")
+        self.fs._call(f"sync {self.path}", _ff.pyf_sync, self._h)
 
     def _close(self) -> None:
-        self.fs._check(_ff.pyf_close(self._h), f"close {self.path}")
+        self.fs._call(f"close {self.path}", _ff.pyf_close, self._h)
         self.fs._open_files.discard(self)
         self.fs._trim_freed()  # frees whose FAT sector FatFs wrote back only now
 
@@ -429,7 +450,7 @@ class FatFileSystem(FileSystem):
         self._disk = _FatDisk(self)
         self._partition: Any = None
         self._open_files: set[FatFile] = set()
-        self._io_error: Exception | None = None
+        self._interrupted = False
         self.layout: fatformat.FatLayout | None = None
 
     # ---- format --------------------------------------------------------------------
@@ -459,6 +480,7 @@ class FatFileSystem(FileSystem):
             self._disk.fat1 = (lay.fat_start, lay.fat_start + lay.fat_sectors, lay.fat_type // 8)
         self._disk._fat_seen.clear()
         self._disk.freed.clear()
+        self._disk.failure = None  # mounted again: FatFs reads the volume afresh
         with _volume_lock:
             if _active is not None and _active() is not None and _active() is not self:
                 raise FileSystemError("another FAT volume is mounted in this process (FatFs in fatfs-ng has "
@@ -466,7 +488,7 @@ class FatFileSystem(FileSystem):
             _release_volume()  # a volume whose FatFileSystem was dropped without unmount
             self._partition = _ff.Partition(self._disk)
             try:
-                self._partition.mount()
+                self._lib("mount", self._partition.mount)
             except _ff.FatFSException as e:
                 _registry.pop(0, None)
                 raise FileSystemError(f"cannot mount FAT volume: {_FR_NAMES.get(e.code, e.code)}") from None
@@ -474,6 +496,12 @@ class FatFileSystem(FileSystem):
             _mounted_partition = self._partition
 
     def _unmount(self) -> None:
+        if self._interrupted:
+            raise KeyboardInterrupt
+        if self._disk.failure is not None:  # after a disk error nothing more is written: let the volume go
+            self._crash()
+            self._disk.failure = None
+            return
         for f in list(self._open_files):
             f.close()
         with _volume_lock:
@@ -494,17 +522,41 @@ class FatFileSystem(FileSystem):
         except UnicodeEncodeError:
             raise FileSystemError(f"FAT path {path!r} must be ASCII") from None
 
+    def _lib(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        """A call into FatFs. A disk callback that failed (its device raised) fails the call with that error; the
+        volume in memory is then as FatFs left it after a disk it could not see fail, so every later call is
+        refused until it is mounted again. A Ctrl-C meanwhile stops the callbacks and is raised when FatFs
+        returns (fs/interrupts.py); every later call raises it again."""
+        if self._interrupted:  # after a Ctrl-C the volume is left as FatFs left it: nothing more runs
+            raise KeyboardInterrupt
+        failed = self._disk.failure
+        if failed is not None:
+            raise FileSystemError(f"{what}: the volume had a disk error ({failed}); mount it again")
+        try:
+            with DeferredSigint():
+                out = fn(*args)
+        except KeyboardInterrupt:
+            self._interrupted = True
+            raise
+        failed = self._disk.failure
+        if failed is not None:
+            if not isinstance(failed, Exception):  # a KeyboardInterrupt raised in a callback some other way
+                self._interrupted = True
+                raise failed
+            raise FileSystemError(f"{what}: {failed}")
+        return out
+
+    def _call(self, what: str, fn: Callable[..., int], *args: Any) -> None:
+        """A FatFs call that answers with a result code: FileSystemError naming ``what`` unless it is FR_OK."""
+        self._check(self._lib(what, fn, *args), what)
+
     def _check(self, ret: int, what: str) -> None:
         if ret:
-            cause = self._io_error
-            self._io_error = None
-            if cause is not None:
-                raise FileSystemError(f"{what}: {cause}") from None
             raise FileSystemError(f"{what}: {_FR_NAMES.get(ret, f'FatFs error {ret}')}")
 
     def _open(self, path: str, mode: str) -> File:
         h = _ff.FIL_Handle()
-        self._check(_ff.pyf_open(h, self._p(path), _MODE_FLAGS[mode]), f"open {path}")
+        self._call(f"open {path}", _ff.pyf_open, h, self._p(path), _MODE_FLAGS[mode])
         if mode == "w":  # creating over an existing file frees its clusters
             self._trim_freed()
         size = 0 if mode == "w" else self._stat(path).size
@@ -516,11 +568,11 @@ class FatFileSystem(FileSystem):
         if path == "/":
             return FileStat("/", 0, True)
         info = _ff.FILINFO_Handle()
-        self._check(_ff.pyf_stat(self._p(path), info), f"stat {path}")
+        self._call(f"stat {path}", _ff.pyf_stat, self._p(path), info)
         return FileStat(path, info.get_size(), info.is_directory())
 
     def _remove(self, path: str) -> None:
-        self._check(_ff.pyf_unlink(self._p(path)), f"remove {path}")
+        self._call(f"remove {path}", _ff.pyf_unlink, self._p(path))
         self._trim_freed()
 
     def _trim_freed(self) -> None:
@@ -534,32 +586,32 @@ class FatFileSystem(FileSystem):
 
     def _listdir(self, path: str) -> list[str]:
         d, info = _ff.DIR_Handle(), _ff.FILINFO_Handle()
-        self._check(_ff.pyf_opendir(d, self._p(path)), f"list {path}")
+        self._call(f"list {path}", _ff.pyf_opendir, d, self._p(path))
         names = []
         try:
             while True:
-                self._check(_ff.pyf_readdir(d, info), f"list {path}")
+                self._call(f"list {path}", _ff.pyf_readdir, d, info)
                 name = info.get_name()
                 if not name:
                     break
                 names.append(name)
         finally:
-            _ff.pyf_closedir(d)
+            self._lib(f"list {path}", _ff.pyf_closedir, d)
         return names
 
     def _mkdir(self, path: str) -> None:
-        self._check(_ff.pyf_mkdir(self._p(path)), f"mkdir {path}")
+        self._call(f"mkdir {path}", _ff.pyf_mkdir, self._p(path))
 
     def _rename(self, old: str, new: str) -> None:
         """f_rename; where ``new`` is a file already (FR_EXIST), f_unlink it and f_rename again, as MicroPython's
         VFS does (ESP-IDF's returns EEXIST)."""
-        ret = _ff.pyf_rename(self._p(old), self._p(new))
+        ret = self._lib(f"rename {old} to {new}", _ff.pyf_rename, self._p(old), self._p(new))
         if ret == _FR_EXIST:
             if self._stat(old).is_dir or self._stat(new).is_dir:
                 raise FileSystemError(f"rename {old} to {new}: {new} exists (a directory is never replaced, nor "
                                       f"replaces a file)")
             self._remove(new)
-            ret = _ff.pyf_rename(self._p(old), self._p(new))
+            ret = self._lib(f"rename {old} to {new}", _ff.pyf_rename, self._p(old), self._p(new))
         self._check(ret, f"rename {old} to {new}")
 
     def describe(self) -> dict[str, Any]:

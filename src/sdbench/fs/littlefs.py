@@ -18,7 +18,9 @@ from littlefs import lfs as _lfs
 from ..errors import ConfigError, FileSystemError
 from ..media.base import BlockDevice, Geometry
 from ..options import opt, to_mapping
+from . import interrupts
 from .base import SEEK_CUR, SEEK_END, SEEK_SET, File, FileStat, FileSystem
+from .interrupts import DeferredSigint
 
 LFS_VERSION = ".".join(map(str, _lfs.__LFS_VERSION__))
 
@@ -31,6 +33,10 @@ U32_MAX = 0xFFFFFFFF         # lfs_size_t / lfs_block_t fields
 I32_MAX = 0x7FFFFFFF         # block_cycles is an int32_t
 #: block numbers 0xFFFFFFFF and 0xFFFFFFFE mark "no block" and "inline file": a block count may not reach them
 LFS_BLOCK_COUNT_MAX = 0xFFFFFFFE
+#: the largest block: the largest erase unit of any medium sdbench has (an SD card's allocation unit is at most
+#: 64 MiB, SD Physical Layer AU_SIZE; NOR erase blocks are 4-64 KiB). A larger block erases and compacts
+#: gigabytes at a time, and a run with it never ends in practice
+LFS_BLOCK_MAX = 64 << 20
 #: the lookahead buffer is malloc'd and cleared at every mount and format; 1 MiB tracks 8 Mi blocks in one pass,
 #: the most any esp_littlefs SD setup used (block_count_limit 8388607)
 LOOKAHEAD_MAX = 1 << 20
@@ -46,7 +52,9 @@ MIN_METADATA_BYTES = {0x00020000: 52, 0x00020001: 64}
 class LittleFsConfig:
     read_size: int = opt(512, unit="B", min=1, help="minimum read size (lfs_config.read_size)")
     prog_size: int = opt(512, unit="B", min=1, help="minimum program size (lfs_config.prog_size)")
-    block_size: int = opt(512, unit="B", min=128, help="erase block size (lfs_config.block_size)")
+    block_size: int = opt(512, unit="B", min=128, max=LFS_BLOCK_MAX,
+                          help="erase block size (lfs_config.block_size); at most an SD card's largest "
+                               "allocation unit")
     block_count: int = opt(0, unit="blocks", min=0, help="blocks used (lfs_config.block_count); 0 = the whole device")
     block_count_limit: int = opt(0, unit="blocks", min=0,
                                  help="cap on block_count (esp_littlefs <= 1.16.1 capped SD cards at 8388607 "
@@ -202,7 +210,9 @@ class _Context:
         self.ss = device.geometry.sector_size
         self.block_size = cfg.block_size
         self.base = base_bytes
-        self.error: Exception | None = None
+        self.error: BaseException | None = None
+        #: a KeyboardInterrupt (or SystemExit) a callback caught: the run is to stop
+        self.stopped: BaseException | None = None
         self._sector_reads = type(self).read_bytes is _Context.read_bytes
 
     # byte access: one device op per callback (subclasses may address bytes differently)
@@ -214,38 +224,53 @@ class _Context:
 
     # The binding cannot pass an exception through littlefs (it prints it and goes on), so a failed callback
     # keeps its cause for _ErrorScope and answers as a failed device does: LFS_ERR_IO, or for a read, zeros
-    # that fail littlefs' checksums.
+    # that fail littlefs' checksums. After a Ctrl-C (deferred while littlefs runs, see fs/interrupts.py; or a
+    # KeyboardInterrupt caught here) every callback fails at once, so littlefs unwinds and _ErrorScope raises
+    # KeyboardInterrupt: the run stops.
+    def _failed(self, e: BaseException) -> None:
+        self.error = self.error or e
+        if not isinstance(e, Exception):
+            self.stopped = e
+
     def read(self, cfg: Any, block: int, off: int, size: int) -> bytes:
         try:
+            if self.stopped is not None or interrupts.pending():
+                return bytes(size)
             addr = self.base + block * self.block_size + off
             if self._sector_reads:  # littlefs reads millions of times: one call less
                 return self.dev.read(addr // self.ss, size // self.ss)
             return self.read_bytes(addr, size)
-        except Exception as e:
-            self.error = self.error or e
+        except BaseException as e:
+            self._failed(e)
             return bytes(size)
 
     def prog(self, cfg: Any, block: int, off: int, data: bytes) -> int:
         try:
+            if self.stopped is not None or interrupts.pending():
+                return LFS_ERR_IO
             self.prog_bytes(self.base + block * self.block_size + off, bytes(data))
-        except Exception as e:
-            self.error = self.error or e
+        except BaseException as e:
+            self._failed(e)
             return LFS_ERR_IO
         return 0
 
     def erase(self, cfg: Any, block: int) -> int:
         try:
+            if self.stopped is not None or interrupts.pending():
+                return LFS_ERR_IO
             self.dev.erase((self.base + block * self.block_size) // self.ss, self.block_size // self.ss)
-        except Exception as e:
-            self.error = self.error or e
+        except BaseException as e:
+            self._failed(e)
             return LFS_ERR_IO
         return 0
 
     def sync(self, cfg: Any) -> int:
         try:
+            if self.stopped is not None or interrupts.pending():
+                return LFS_ERR_IO
             self.dev.sync()
-        except Exception as e:
-            self.error = self.error or e
+        except BaseException as e:
+            self._failed(e)
             return LFS_ERR_IO
         return 0
 
@@ -394,9 +419,20 @@ class _ErrorScope:
         self.fs, self.what = fs, what
 
     def __enter__(self) -> None:
-        self.fs._ctx.error = None
+        ctx = self.fs._ctx
+        if ctx.stopped is not None:  # after a Ctrl-C nothing more runs on this filesystem
+            raise ctx.stopped
+        ctx.error = None
+        self.sigint = DeferredSigint().__enter__()
 
     def __exit__(self, et: Any, e: Any, tb: Any) -> bool:
+        ctx = self.fs._ctx
+        try:
+            self.sigint.__exit__()  # a Ctrl-C while littlefs ran: KeyboardInterrupt, whatever littlefs made of it
+        except KeyboardInterrupt as stop:
+            ctx.stopped = stop
+        if ctx.stopped is not None:  # or a KeyboardInterrupt a callback caught
+            raise ctx.stopped
         if e is None:
             return False
         cause = self.fs._ctx.error

@@ -274,6 +274,19 @@ def decode_registers(cid: str | None = None, csd: str | None = None, scr: str | 
     return out
 
 
+def capacity_text(n: float) -> str:
+    """A capacity as cards are sold (decimal units, three figures) and in binary units: ``33.6 MB (32 MiB)``,
+    ``15.9 GB (14.8 GiB)``; a 32 MiB device is not "0.0 GB"."""
+    def three(v: float) -> str:
+        return f"{v:.3g}" if v < 1000 else f"{v:.0f}"
+
+    dec = next((f"{three(n / d)} {u}" for u, d in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)) if n >= d),
+               f"{n:g} B")
+    binary = next((f"{three(n / d)} {u}" for u, d in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20),
+                                                     ("KiB", 1 << 10)) if n >= d), None)
+    return f"{dec} ({binary})" if binary else dec
+
+
 def summary_line(ident: dict[str, Any]) -> str:
     parts = []
     cid, csd, scr, ssr = (ident.get(k) or {} for k in ("cid", "csd", "scr", "ssr"))
@@ -281,7 +294,7 @@ def summary_line(ident: dict[str, Any]) -> str:
         parts.append(f"{cid['manufacturer']} {cid['product_name'].strip()} rev {cid['revision']}")
     cap = csd.get("capacity_bytes") or ident.get("size_bytes")
     if cap:
-        parts.append(f"{cap / 1e9:.1f} GB")
+        parts.append(capacity_text(cap))
     if csd.get("capacity_class"):
         parts.append(csd["capacity_class"])
     if scr:
@@ -320,7 +333,7 @@ def identify(path: str | os.PathLike[str], *, sys_root: str = "/sys") -> dict[st
     st = stat_target(p)
     if stat.S_ISREG(st.st_mode):
         return {"path": p, "kind": "image file", "size_bytes": st.st_size,
-                "summary": f"image file, {st.st_size / 1e9:.3f} GB"}
+                "summary": f"image file, {capacity_text(st.st_size)}"}
     if not stat.S_ISBLK(st.st_mode):
         raise SdbenchError(f"{p} is neither a block device nor an image file")
     link = Path(sys_root, "dev", "block", f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}")

@@ -71,8 +71,9 @@ def open_device(path: str, *, writes: bool, grant: WriteGrant, offset_bytes: int
     writes do to the data there (a command that saves and restores what it overwrites says so).
     """
     if writes and not grant.allow_write:
-        raise SdbenchError(f"refusing to write to {path} without --allow-write on the command line "
-                           f"(data in the tested range is destroyed)")
+        what = "data in the tested range is destroyed" if consequence == DESTROYS else consequence[:1].lower() + \
+            consequence[1:]
+        raise SdbenchError(f"refusing to write to {path} without --allow-write on the command line ({what})")
     dev = LinuxBlockDevice(path, allow_write=writes, offset_bytes=offset_bytes, size_bytes=size_bytes,
                            direct=direct is not False)
     try:

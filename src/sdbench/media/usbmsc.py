@@ -334,7 +334,9 @@ class UsbMscBridge(BlockDevice):
     def _sync(self) -> None:
         if self.mode == "background":
             self.drain()
-        self.inner.sync()
+        # on the PC's time line: a driver whose sync ends an open transfer (SdFat's SDIO, CMD12 and busy) takes
+        # card time, and the card's next operation cannot start before it
+        self._card_now(self.inner.sync)
 
     def _close(self) -> None:
         if self.mode == "background":

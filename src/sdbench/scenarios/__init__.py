@@ -73,17 +73,18 @@ class Scenario:
             raise ConfigError(f"scenario {self.name}: unknown {section}.media {kind!r:.60} (known: {', '.join(here)})")
         return kind, from_mapping(MEDIA[kind].config, table, section)
 
-    def cache_config(self, host: Any = None) -> CacheConfig | None:
-        """``[sd.cache]`` as a CacheConfig (cpu_hz defaults to the host profile's), or None: no table, or
-        ``blocks = 0`` (no cache, as a sweep grid can say)."""
-        table = self.sd.get("cache") if self.sd else None
+    def cache_config(self, host: Any = None, section: str = "sd") -> CacheConfig | None:
+        """``[sd.cache]`` (or ``[flash.cache]``) as a CacheConfig (cpu_hz defaults to the host profile's), or
+        None: no table, or ``blocks = 0`` (no cache, as a sweep grid can say)."""
+        media = getattr(self, section)
+        table = media.get("cache") if media else None
         if table is None:
             return None
         if not isinstance(table, dict):
-            raise ConfigError("[sd.cache] must be a table")
+            raise ConfigError(f"[{section}.cache] must be a table")
         if host is not None and "cpu_hz" not in table:
             table = {**table, "cpu_hz": host.cpu_hz}
-        cfg = from_mapping(CacheConfig, table, "sd.cache")
+        cfg = from_mapping(CacheConfig, table, f"{section}.cache")
         return cfg if cfg.blocks else None
 
     def bridge_config(self) -> SdBridgeConfig | None:
@@ -286,6 +287,7 @@ def _from_data(data: dict[str, Any], src: Path | None) -> Scenario:
         if getattr(sc, section):
             sc.media_config(section)
     sc.cache_config()
+    sc.cache_config(section="flash")
     sc.bridge_config()
     return sc
 

@@ -9,13 +9,16 @@ ESP-IDF protocol use the partition as the example does:
   erase + program, as ``ff_wl_write`` does);
 * SPIFFS and LittleFS: straight on the partition (no wear levelling).
 
-Every part mounts afresh, as the example does (each mount formats).
+Every part mounts afresh, as the example does (each mount formats). ``[flash.cache]`` puts a block cache
+(sdbench.cache) under FAT (in front of wear levelling, 4096-byte blocks) and under LittleFS (in its program
+units); SPIFFS keeps its own page cache.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from ..cache import BlockCache, CacheConfig
 from ..clock import VirtualClock
 from ..errors import ConfigError, InternalError
 from ..fs.costed import CostedFileSystem
@@ -24,6 +27,7 @@ from ..fs.fat import FatConfig, FatFileSystem, plan_volume, volume_capacity_byte
 from ..fs.littlefs import LittleFsConfig, LittleFsFileSystem, data_capacity_bytes
 from ..options import from_mapping, opt, to_mapping
 from ..media.base import BlockDevice, BlockDeviceWrapper, Geometry
+from ..media.units import UnitView
 from ..media.wl import WearLevelling, WlConfig, WlLayout
 from ..media.sim.esp_flash import Esp32FlashDriver, load_esp_flash_host
 from ..media.sim.host import host_metadata
@@ -74,7 +78,8 @@ class FlashTarget:
     kind = "sim-nor-target"
 
     def __init__(self, cfg: SimFlashConfig, clock: VirtualClock, seed: int, base_dir: Any = None,
-                 medium_wrap: Callable[[BlockDevice], BlockDevice] | None = None, loaded: Any = None) -> None:
+                 medium_wrap: Callable[[BlockDevice], BlockDevice] | None = None, loaded: Any = None,
+                 cache: dict[str, Any] | None = None) -> None:
         if loaded is not None:  # the chip and host the stack builder loaded (sdbench.stack.loaded)
             chip_prof, host = loaded[0].value, loaded[1].value
         else:
@@ -94,10 +99,17 @@ class FlashTarget:
         wl_cfg = replace(cfg.wl, device_id_seed=seed)
         self._wl_cfg = wl_cfg
         self.raw_device = self.fresh_raw_device()
+        #: [flash.cache]: a block cache under FAT and LittleFS (a fresh one with every filesystem: RAM)
+        cache_cfg = None if cache is None else from_mapping(CacheConfig, {"cpu_hz": host.cpu_hz, **cache},
+                                                            "flash.cache")
+        self.cache_cfg = cache_cfg if cache_cfg is not None and cache_cfg.blocks else None  # 0 blocks: none
+        lfs_unit = cfg.littlefs.prog_size
         self.fs_factories: dict[str, Callable[[], Any]] = {
-            "flash_fatfs": lambda: FatFileSystem(WearLevelling(self.partition, wl_cfg),
+            "flash_fatfs": lambda: FatFileSystem(self._cached(WearLevelling(self.partition, wl_cfg)),
                                                  cfg.fat, where="flash.fat"),
-            "flash_littlefs": lambda: LittleFsFileSystem(self.partition, cfg.littlefs, where="flash.littlefs"),
+            "flash_littlefs": lambda: LittleFsFileSystem(
+                self._cached(UnitView(self.partition, lfs_unit)) if self.cache_cfg else self.partition,
+                cfg.littlefs, where="flash.littlefs"),
         }
         spiffs = _spiffs_factory(self.partition, cfg.spiffs)
         if spiffs is not None:
@@ -116,6 +128,11 @@ class FlashTarget:
                      "partition_offset_bytes": cfg.partition_offset_bytes,
                      "partition_size_bytes": cfg.partition_size_bytes, "wl": to_mapping(wl_cfg), "fat": to_mapping(cfg.fat),
                      "littlefs": to_mapping(cfg.littlefs), "spiffs": cfg.spiffs}
+        if self.cache_cfg is not None:
+            self.meta["cache"] = to_mapping(self.cache_cfg)
+
+    def _cached(self, dev: BlockDevice) -> BlockDevice:
+        return BlockCache(dev, self.cache_cfg) if self.cache_cfg is not None else dev
 
     def fresh_raw_device(self) -> WlRawView:
         """The raw test's device with wear levelling started afresh from what the partition holds (as after a
@@ -169,5 +186,6 @@ def build_sim_flash(cfg: SimFlashConfig, scenario: Any, clock: Any,
                     loaded: Any = None) -> tuple[FlashTarget, dict[str, Any]]:
     if not isinstance(clock, VirtualClock):
         raise InternalError("simulated media need the virtual clock (the stack builder makes one)")
-    t = FlashTarget(cfg, clock, scenario.seed, getattr(scenario, "source_dir", None), medium_wrap, loaded)
+    cache = scenario.flash.get("cache") if isinstance(getattr(scenario, "flash", None), dict) else None
+    t = FlashTarget(cfg, clock, scenario.seed, getattr(scenario, "source_dir", None), medium_wrap, loaded, cache)
     return t, t.meta

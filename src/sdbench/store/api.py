@@ -70,6 +70,11 @@ def open_store(db_path: str | os.PathLike[str] | None = None, *, create: bool = 
         raise
 
 
+def check_writable(db_path: str | os.PathLike[str] | None = None) -> None:
+    """Before work whose result is stored at the end (a sweep, a measured run): refuse a read-only store now."""
+    db.refuse_read_only(Path(db_path).expanduser() if db_path else default_db_path())
+
+
 def host_identity() -> dict[str, str]:
     return {"hostname": platform.node(), "platform": platform.platform(), "python": platform.python_version(),
             "sdbench_version": __version__}
@@ -336,9 +341,14 @@ class Store:
         return ids
 
     def delete_run(self, run_id: int) -> None:
+        self.delete_runs([run_id])
+
+    def delete_runs(self, run_ids: list[int]) -> None:
+        """Delete runs and their rows, all or none (their ids are not used again)."""
         with self._tx() as cur:
-            if cur.execute("DELETE FROM runs WHERE id = ?", (run_id,)).rowcount == 0:
-                raise SdbenchError(f"no run {run_id} in {self.path}")
+            for rid in run_ids:
+                if cur.execute("DELETE FROM runs WHERE id = ?", (rid,)).rowcount == 0:
+                    raise SdbenchError(f"no run {rid} in {self.path}")
 
     @staticmethod
     def _prepared(rec: RunRecord, *, device: dict[str, Any] | None = None, sweep_id: str | None = None) -> RunRecord:
@@ -706,6 +716,7 @@ def repair_store(path: str | os.PathLike[str], *, force: bool = False) -> Repair
     :meth:`Store.check` is left alone (``backup`` None).
     """
     path = Path(path).expanduser()
+    db.refuse_read_only(path)
     good: list[tuple[StoredRun, RunRecord]] = []
     lost: list[int] = []
     ids: list[int] = []

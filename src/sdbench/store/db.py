@@ -221,6 +221,23 @@ def _shown_path(path: Path, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def is_read_only(st: os.stat_result) -> bool:
+    """Root may write any file; a store nobody may write was made read-only on purpose: read, never written."""
+    return stat.S_ISREG(st.st_mode) and not st.st_mode & 0o222
+
+
+def refuse_read_only(path: Path, st: os.stat_result | None = None) -> None:
+    """SdbenchError when the store at ``path`` is read-only (``st``: its stat, when the caller has it)."""
+    if st is None:
+        try:
+            st = path.stat()
+        except OSError:
+            return  # nothing there (yet), or nothing this check can tell: opening it says what is wrong
+    if is_read_only(st):
+        raise SdbenchError(f"results store {path} is read-only (mode {stat.S_IMODE(st.st_mode):04o}): nothing is "
+                           f"written to it; give another --db, or make it writable (chmod u+w)")
+
+
 def connect(path: Path, *, create: bool = True, write: bool | None = None, upgrade: bool = True) -> sqlite3.Connection:
     """Open (and if needed create and migrate) the store at ``path``.
 
@@ -248,6 +265,9 @@ def connect(path: Path, *, create: bool = True, write: bool | None = None, upgra
         raise SdbenchError(f"results store {path} is a directory, not a file")
     elif not stat.S_ISREG(st.st_mode):
         raise SdbenchError(f"results store {path} is not a regular file")
+    read_only = st is not None and is_read_only(st)
+    if write:
+        refuse_read_only(path, st)
     header = None if new else _header(path)
     if header is not None:
         app_id, version, _ = header
@@ -256,9 +276,14 @@ def connect(path: Path, *, create: bool = True, write: bool | None = None, upgra
         if app_id == APPLICATION_ID and version > SCHEMA_VERSION:
             raise SdbenchError(f"results store {path} has schema version {version}, newer than this sdbench "
                                f"understands ({SCHEMA_VERSION}); upgrade sdbench")
+        if read_only and app_id == APPLICATION_ID and 1 <= version < SCHEMA_VERSION and upgrade:
+            raise SdbenchError(f"results store {path} has schema version {version}, older than this sdbench reads "
+                               f"({SCHEMA_VERSION}), and is read-only, so it cannot be upgraded (chmod u+w)")
     try:
-        # autocommit mode: transactions are explicit (BEGIN IMMEDIATE ... COMMIT)
-        conn = sqlite3.connect(os.fspath(path), timeout=10.0, isolation_level=None)
+        # autocommit mode: transactions are explicit (BEGIN IMMEDIATE ... COMMIT); a read-only store is opened
+        # so that SQLite refuses any write too
+        target = f"{Path(os.path.abspath(path)).as_uri()}?mode=ro" if read_only else os.fspath(path)
+        conn = sqlite3.connect(target, timeout=10.0, isolation_level=None, uri=read_only)
     except sqlite3.Error as e:
         raise SdbenchError(f"cannot open results store {path}: {e}") from None
     # text that is not UTF-8 (damage) must not stop a whole listing: it reads with U+FFFD, and the

@@ -68,9 +68,9 @@ class ProtocolSpec:
     #: (options, media kind) -> options, when `sdbench run --device/--dir` moves a scenario onto other media
     #: (e.g. ESP-IDF keeps only the parts that exist there); None: the options stay
     retarget: Callable[[Any, str], Any] | None = None
-    #: the output `sdbench run` prints without -f: "table" (Markdown), or the name of this protocol's own text
-    #: format (e.g. "espidf": the example's printf lines), which ``render`` makes
-    default_format: str = "table"
+    #: the output `sdbench run` prints without -f: "md" (Markdown tables), or the name of this protocol's own
+    #: text format (e.g. "espidf": the example's printf lines), which ``render`` makes
+    default_format: str = "md"
     #: record -> the text the mirrored tool prints (pastes next to a board's output), or None
     render: Callable[[Any], str] | None = None
     #: record -> (figure, value with unit) lines printed under the rows' table (e.g. the P2 summary), or None

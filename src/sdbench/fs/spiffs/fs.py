@@ -226,7 +226,7 @@ class SpiffsFileSystem(FileSystem):
     def gc(self, size_bytes: int) -> None:
         """SPIFFS_gc / esp_spiffs_gc: collect garbage until ``size_bytes`` fit."""
         self._need_mount()
-        self.core.gc_check(size_bytes)
+        self.core.gc.check(size_bytes)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "config": to_mapping(self.config), "offset_bytes": self.offset_bytes,

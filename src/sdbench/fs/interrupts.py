@@ -1,0 +1,47 @@
+"""Ctrl-C while a C filesystem library (littlefs, FatFs) runs: deferred until the library has returned.
+
+Python raises KeyboardInterrupt wherever the interpreter happens to be when SIGINT arrives: inside a block-device
+callback the library made, also before the callback's ``try``, where the binding can only print it and go on
+(littlefs-python), or return with the exception set (fatfs-ng: a SystemError). While a library call runs,
+:class:`DeferredSigint` turns SIGINT into a flag the callbacks read (:func:`pending`): they fail at once, the
+library unwinds, and KeyboardInterrupt is raised when the call returns. The filesystem then refuses every
+later call with KeyboardInterrupt again, so the cleanup that follows (closing files, unmounting) cannot replace
+it with an error of a volume left half-way.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+
+class _State:
+    pending = False
+
+
+def pending() -> bool:
+    """A Ctrl-C arrived while a library call runs: callbacks fail at once."""
+    return _State.pending
+
+
+def _defer(signum: int, frame: Any) -> None:
+    _State.pending = True
+
+
+class DeferredSigint:
+    """Around one library call. Only Python's own SIGINT handler in the main thread is replaced (an ignored
+    SIGINT stays ignored; a call inside another keeps the outer one's handler)."""
+
+    def __enter__(self) -> "DeferredSigint":
+        self.previous: Any = None
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self.previous = signal.signal(signal.SIGINT, _defer)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+        if _State.pending:
+            _State.pending = False
+            raise KeyboardInterrupt

@@ -1,0 +1,115 @@
+"""Ctrl-C stops any run, also inside the C filesystem libraries (littlefs, FatFs) and their callbacks; a device
+error under FatFs is the error it was, never an internal one."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from sdbench import scenarios as scen
+from sdbench.errors import ConfigError, FileSystemError
+from sdbench.fs.fat import FatFileSystem
+from sdbench.fs.littlefs import LFS_BLOCK_MAX, LittleFsFileSystem
+from sdbench.media.base import BlockDeviceError
+from sdbench.media.memory import MemoryDevice
+
+SDBENCH = [sys.executable, "-m", "sdbench"]
+
+
+class Tripping(MemoryDevice):
+    """A device whose n-th write from now raises ``exc`` (a Ctrl-C or a failing sector inside a callback)."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryDevice.of_size(8 << 20).geometry)
+        self.trip_in: int | None = None
+        self.exc: BaseException = KeyboardInterrupt()
+        self.ops = 0
+
+    def _write(self, lba, data, buf_addr):
+        self.ops += 1
+        if self.trip_in is not None:
+            self.trip_in -= 1
+            if self.trip_in <= 0:
+                raise self.exc
+        super()._write(lba, data, buf_addr)
+
+
+def test_littlefs_block_size_is_bounded():
+    """Issue 32, defect 4: sd_littlefs.block_size = 2 GiB was accepted and ran for minutes."""
+    with pytest.raises(ConfigError, match=f"block_size = 2147483648 B is above the maximum {LFS_BLOCK_MAX} B"):
+        scen.load("logger-sd-littlefs-pauses", ["sd_littlefs.block_size=2147483648"])
+
+
+@pytest.mark.parametrize("fs_class", [LittleFsFileSystem, FatFileSystem])
+def test_a_keyboard_interrupt_in_a_callback_stops_the_filesystem(fs_class):
+    """Issue 32, defect 4: a KeyboardInterrupt inside a littlefs callback was printed and ignored (the run went
+    on); under FatFs it became an internal error. It stops the call, and every later call of that filesystem."""
+    dev = Tripping()
+    fs = fs_class(dev)
+    fs.format()
+    fs.mount()
+    f = fs.open("/a.bin", "w")
+    dev.trip_in = 2
+    with pytest.raises(KeyboardInterrupt):
+        f.write(bytes(64 << 10))
+        f.sync()
+    before = dev.ops
+    with pytest.raises(KeyboardInterrupt):  # the cleanup a run does next cannot hide the interrupt
+        f.close()
+    with pytest.raises(KeyboardInterrupt):
+        fs.unmount()
+    assert dev.ops == before  # nothing more reached the device
+    fs.crash()  # let go of the volume as a power cut would (FatFs in fatfs-ng holds one at a time)
+    fresh = fs_class(MemoryDevice.of_size(8 << 20))  # another filesystem is not affected
+    fresh.format()
+    fresh.mount()
+    fresh.unmount()
+
+
+def test_a_device_error_under_fatfs_is_a_filesystem_error():
+    """fatfs-ng leaves a callback's exception set: it surfaced as SystemError (an internal error, exit 3)."""
+    dev = Tripping()
+    fs = FatFileSystem(dev)
+    fs.format()
+    fs.mount()
+    f = fs.open("/a.bin", "w")
+    dev.trip_in, dev.exc = 1, BlockDeviceError("sector 77 failed")
+    try:
+        with pytest.raises(FileSystemError, match="write /a.bin: sector 77 failed"):
+            f.write(bytes(64 << 10))
+            f.sync()
+    finally:
+        fs.crash()
+
+
+@pytest.mark.parametrize("argv", [
+    ["logger-sd-littlefs-pauses", "--set", "sd_littlefs.block_size=4194304"],   # minutes inside littlefs
+    ["espidf-esp32-spiflash", "--set", 'espidf.parts=["flash_fatfs"]'],        # FatFs over wear levelling
+], ids=["littlefs", "fatfs"])
+def test_ctrl_c_stops_a_run_inside_the_filesystem_library(argv, tmp_path):
+    """Issue 32, defect 4: Ctrl-C printed "Exception ignored in: 'littlefs.lfs._lfs_prog'" and the run went on
+    (only SIGKILL ended it). SIGINT a run once it is inside the library: exit 130, no traceback."""
+    p = subprocess.Popen([*SDBENCH, "run", *argv, "--no-save", "--no-range"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert p.stderr is not None
+        line = p.stderr.readline()  # "running ...": the stack is built, the run begins
+        assert line.startswith("running "), line
+        time.sleep(2.0)
+        assert p.poll() is None, "the run ended before it could be interrupted"
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        err = p.stderr.read()
+        rc = p.wait(timeout=20)
+        assert time.monotonic() - t0 < 10
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+    assert rc == 130, err
+    assert "Traceback" not in err and "Exception ignored" not in err and "internal error" not in err, err
