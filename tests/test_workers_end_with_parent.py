@@ -47,7 +47,7 @@ def _running(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 @pytest.mark.parametrize("argv", [
-    ["run", "sdfat-bench-esp32c3-sdspi", "-j", "2", "--no-save"],                   # a run's range members
+    ["run", "mpy-esp32s3-sdspi", "-j", "2", "--no-save"],     # a run's range members (run, not re-priced)
     ["sweep", "mpy-cache-size", "-j", "2", "--no-save"],                            # sweep points
     ["powerloss", "espidf-esp32-sdmmc4-40mhz", "--matrix", "-j", "2"],              # power-loss cells
     ["fio", "--device", "@IMG@", "--rw", "randread", "--iodepth", "16", "--runtime-s", "60", "--time-based",

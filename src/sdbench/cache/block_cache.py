@@ -67,7 +67,7 @@ class CacheConfig:
                     raise ConfigError(f"cache.{f.name} = {v}{unit} is below the minimum {m['min']}{unit}")
                 if m.get("max") is not None and v > m["max"]:
                     raise ConfigError(f"cache.{f.name} = {v}{unit} is above the maximum {m['max']}{unit}")
-        if self.read_ahead_blocks >= self.blocks:
+        if self.blocks and self.read_ahead_blocks >= self.blocks:  # (0 blocks: no cache, nothing to read ahead)
             # the missed block and what is read after it must fit the cache, or each read evicts its own read-ahead
             # (ValueError: the option loader names the table)
             raise ValueError(f"read_ahead_blocks = {self.read_ahead_blocks} blocks does not fit a {self.blocks}-block "

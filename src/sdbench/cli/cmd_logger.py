@@ -5,18 +5,16 @@ import json
 import os
 import sys
 from dataclasses import replace
-from enum import Enum
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from ..errors import SdbenchError
+from .formats import format_enum, format_option
 
 
-class Format(str, Enum):
-    table = "table"
-    json = "json"
+LoggerFormat = format_enum("logger")
 
 
 def _list(values: list[str]) -> tuple[str, ...]:
@@ -66,8 +64,8 @@ def register(app: typer.Typer) -> None:
         workers: Optional[int] = typer.Option(None, "--workers", "-j", min=1, max=4096,
                                               help="Processes (default: the number of CPUs). Figures do not depend "
                                                    "on it."),
-        fmt: Format = typer.Option(Format.table, "--format", "-f", help="table: Markdown on stdout; json: the "
-                                                                        "decision document on stdout."),
+        fmt: LoggerFormat = format_option("logger", "md", md="the decision table on stdout",  # type: ignore[valid-type]
+                                          json="the decision document on stdout"),
         json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the decision as JSON to FILE."),
         html: Optional[Path] = typer.Option(None, "--html", help="Also write an HTML page: the table, then a stall "
                                                                  "timeline and the buffer distribution per "
@@ -141,7 +139,7 @@ def register(app: typer.Typer) -> None:
             if not quiet and any(i is not None for i in ids):
                 typer.echo(f"saved runs {', '.join(str(i) for i in ids if i is not None)} (sdbench show / compare "
                            f"RUN)", err=True)
-        if fmt is Format.json:
+        if fmt.value == "json":
             typer.echo(json.dumps(doc))
         else:
             typer.echo(f"### sdbench logger: {q.record_bytes} B records at {q.rate_hz:g} Hz on "

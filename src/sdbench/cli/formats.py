@@ -56,6 +56,7 @@ FORMATS: dict[str, tuple[str, ...]] = {
     "capacity": ("md", "json"),
     "probe": ("md", "json"),
     "powerloss": ("md", "json"),
+    "logger": ("md", "json"),
     "import": ("imports",),
 }
 
