@@ -143,7 +143,7 @@ def test_sizes_and_aliases():
     ({"bs": "4k", "size": 1024}, "smaller than one block"),
     ({"iodepth": 0}, "below the minimum"),
     ({"rwmixread": 101}, "above the maximum"),
-    ({"rw": "read", "verify": "crc32c"}, "verify needs a job that writes"),
+    ({"rw": "trim", "verify": "crc32c"}, "verify needs a job that writes or reads"),
     ({"time_based": True}, "runtime_s > 0"),
     ({"colour": "red"}, "unknown option"),
     ({"direct": "maybe"}, "true or false"),

@@ -138,7 +138,10 @@ def _implied_target(jobs: list[JobConfig]) -> tuple[str | None, str | None, list
     out = []
     for j in jobs:
         path = _job_path(j)
-        if path is not None and (os.path.exists(path) and _is_device_or_file(path)):
+        if j.directory and path is not None:  # a file in a directory: that directory's (as fio's)
+            found.append(("dir", os.path.dirname(path) or "."))
+            out.append(replace(j, filename=os.path.relpath(path, os.path.dirname(path) or "."), directory=""))
+        elif path is not None and (os.path.exists(path) and _is_device_or_file(path)):
             found.append(("device", path))
             out.append(replace(j, filename="", directory=""))
         elif path is not None:
@@ -189,24 +192,25 @@ def _fit_jobs(path: str, jobs: list[JobConfig], notes: list[str]) -> tuple[int, 
     size = _device_size(path)
     lo, hi, out = None, 0, []
     for j in jobs:
-        for c in range(j.numjobs):
-            off, n = job_region(j, size, c)
+        regions = [job_region(j, size, c) for c in range(j.numjobs)]
+        room = size
+        for c, (off, n) in enumerate(regions):
             if off >= size:
                 raise SdbenchError(f"{path} is too small for job {j.name}: it starts at byte {off}, past the "
                                    f"end ({size} B)")
-            capped = min(n, size - off)
-            if capped < n and not (j.fill_device or not j.size_bytes or j.size_pct):
-                notes.append(f"job {j.name}: size {n} B from byte {off} goes past the end of {path} ({size} B): "
-                             f"the region ends there, as fio's does")
+            room = min(room, size - off)
             lo = off if lo is None else min(lo, off)
-            hi = max(hi, off + capped)
-        base_off, base_n = job_region(j, size, 0)
-        inc = j.offset_increment_bytes
-        if j.offset_increment_pct:
-            inc = job_region(replace(j, offset_bytes=0, offset_pct=0.0), size, 1)[0]
-        out.append(replace(j, offset_bytes=base_off, offset_pct=0.0, size_bytes=min(base_n, size - base_off)
-                           if not j.fill_device else 0, size_pct=0.0, offset_increment_bytes=inc,
-                           offset_increment_pct=0.0))
+            hi = max(hi, off + min(n, size - off))
+        explicit = bool(j.size_bytes or j.size_pct) and not j.fill_device
+        want = regions[0][1]
+        if explicit and want > room:
+            notes.append(f"job {j.name}: size {want} B goes past the end of {path} ({size} B): the region ends "
+                         f"there, as fio's does ({room // j.min_bs * j.min_bs} B)")
+        base_off = regions[0][0]
+        inc = regions[1][0] - base_off if j.numjobs > 1 else j.offset_increment_bytes
+        out.append(replace(j, offset_bytes=base_off, offset_pct=0.0,
+                           size_bytes=min(want, room) // j.min_bs * j.min_bs if explicit else 0, size_pct=0.0,
+                           offset_increment_bytes=inc, offset_increment_pct=0.0))
     assert lo is not None
     out = [replace(j, offset_bytes=j.offset_bytes - lo) for j in out]
     return lo, hi - lo, out

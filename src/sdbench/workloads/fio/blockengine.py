@@ -33,7 +33,7 @@ from .plan import IoPlan, io_amount, pool_count, pool_seed
 from .results import LoopResult
 from .stats import JobStats
 from .target import ProgressFn
-from .verify import check_blocks, dump_blocks, verify_mode, verify_report
+from .verify import ReadCheck, check_blocks, dump_blocks, verify_mode, verify_report
 
 #: wall seconds between progress reports (the loop itself never waits)
 _PROGRESS_EVERY_S = 0.1
@@ -78,12 +78,17 @@ class _DeviceIO:
         self.block = engine.block
         self.now = engine.dev.clock.now_ns
         self.sim = isinstance(engine.dev.clock, VirtualClock)
+        self.last = b""
 
     def write_view(self, j: int, size: int) -> memoryview:
         return self.slot.bufs.view[j * self.block: j * self.block + size]
 
+    @property
+    def read_view(self) -> memoryview:
+        return memoryview(self.last)
+
     def read(self, fd: int, off: int, size: int) -> int:
-        self.dev.read(off // self.ss, size // self.ss)
+        self.last = self.dev.read(off // self.ss, size // self.ss)
         return size
 
     def write(self, fd: int, view: memoryview, off: int) -> int:
@@ -121,7 +126,9 @@ class BlockEngine:
         buf = _Buffer(self.block * (self.npool + 1))
         crcs = self.buffers.fill(buf.view, self.npool, pool_seed(job, 0)) if job.writes else None
         self.slot = Slot(0, buf, crcs)  # type: ignore[arg-type]
-        self.written = bytearray(self.nblocks) if job.verify != "none" and job.do_verify else None
+        self.written = bytearray(self.nblocks) if job.verify != "none" and job.do_verify and job.writes else None
+        self.read_check = ReadCheck(job, self.block, port.first_lba * self.dev.geometry.sector_size) \
+            if job.verify != "none" and not job.writes else None
         self._job_stats: JobStats | None = None
         self._pass: tuple[int, Any] | None = None
 
@@ -148,10 +155,12 @@ class BlockEngine:
         dio = _DeviceIO(self, self.slot)
         pacer = Pacer(job, self.now, dio.wait_until, flow=getattr(self.ctx, "flow", None), seed=job.seed)
         pacer.start(start)
-        io = LoopIO(job, -1, p, self.npool, self.run_id, total, [deadline], self.written, fast=False,
+        pacer.deadline = [deadline]
+        io = LoopIO(job, -1, p, self.npool, self.run_id, total, pacer.deadline, self.written, fast=False,
                     buffers=self.buffers, pacer=pacer if pacer.enabled else None,
                     control=getattr(self.ctx, "control", None), region=self.port.length,
-                    base=self.port.first_lba * dev.geometry.sector_size, rw_flags=rw_flags(job), stats=ls)
+                    base=self.port.first_lba * dev.geometry.sector_size, rw_flags=rw_flags(job), stats=ls,
+                    read_check=self.read_check)
         io.flush = lambda slot: flush_into(ls, None, p, io.base, job, slot)
         mon = Monitor(job, start)
         io.monitor = mon if mon.active else None

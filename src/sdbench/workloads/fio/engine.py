@@ -39,12 +39,12 @@ from .ioengine import (PROCESS_MIN_IODEPTH, Control, EngineFlags, IoEngineOps, L
                        flush_into, io_failed, rw_flags)
 from .jobs import AUTO_QUEUED_MIN_IODEPTH, IOENGINES, JobConfig
 from .pacing import FlowTable, Monitor, Pacer, RateTooLow, sleep_wall
-from .plan import IoPlan, PassIO, io_amount, pool_count, pool_seed
+from .plan import IoPlan, PassIO, command_prios, io_amount, pool_count, pool_seed
 from .results import JobResult, LoopResult
 from .stats import JobStats
 from .target import ProgressFn, Target, _open_port, _Port
 from .uring import UringEngine
-from .verify import check_blocks, dump_blocks, verify_mode, verify_report
+from .verify import ReadCheck, check_blocks, dump_blocks, verify_mode, verify_report
 
 __all__ = ["AUTO_QUEUED_MIN_IODEPTH", "ENGINES", "PROCESS_MIN_IODEPTH", "pick_ioengine", "preflight", "run_job"]
 
@@ -93,7 +93,8 @@ def needs_general_loop(job: JobConfig) -> bool:
                 or job.log_issue_time or any(job.cmdprio_percentage) or job.cmdprio_bssplit
                 or job.fsync_every or job.fdatasync_every or job.hipri or job.nowait or job.atomic or job.uncached
                 or job.latency_target_us or job.steadystate != "none" or any(job.max_latency_us)
-                or job.sqthread_poll or job.iodepth_low or job.iodepth_batch_complete_min > 1)
+                or job.sqthread_poll or job.iodepth_low or job.iodepth_batch_complete_min > 1
+                or (job.verify != "none" and not job.writes))
 
 
 def check_engine(job: JobConfig, engine: str) -> None:
@@ -126,6 +127,8 @@ class JobContext:
     flow: FlowTable | None = None
     run_seed: int = 0
     keep_logs: bool = False
+    #: called once the job is set up, just before its clock starts (the run lines up jobs that start together)
+    ready: Callable[[], None] | None = None
 
 
 @dataclass
@@ -137,11 +140,16 @@ class JobTimer:
     stats: JobStats
     deadline: int = sys.maxsize
     started: bool = False
+    #: the time the run let this job go (0: its own first I/O), so jobs started together end together
+    start_at: int = 0
 
     def begin(self, now: int) -> int:
-        """The deadline, the job's clock started at ``now`` if this is its first loop."""
+        """The deadline, the job's clock started at ``now`` (or when the run let it go) if this is its first
+        loop."""
         if not self.started:
             self.started = True
+            if self.start_at and self.start_at <= now:
+                now = self.start_at
             self.stats.start_ns = self.stats.stop_ns = now
             self.stats.measure_from = now + self.ramp_ns
             self.deadline = now + self.limit_ns if self.limit_ns is not None else sys.maxsize
@@ -155,7 +163,7 @@ class _Engine:
         self.ctx = ctx or JobContext()
         self.ops, self.warnings = (ops, []) if ops is not None else pick_ioengine(job)
         self.plan = IoPlan(job, port.length, port.base, clone=self.ctx.clone, run_seed=self.ctx.run_seed,
-                           files=[f.length for f in port.files] if port.files else None)
+                           files=[(f.base, f.length) for f in port.files] if port.files else None)
         self.block = self.plan.fixed_bs or job.max_bs
         self.buffers = WriteBuffers(job, self.block, run_id, port.length)
         self.fast = self.plan.simple and self.buffers.plain and not needs_general_loop(job)
@@ -164,7 +172,9 @@ class _Engine:
         # write buffers (several, so consecutive writes differ) + one read buffer, per I/O in flight
         self.npool = pool_count(self.block) if job.writes else 0
         self.slots: list[Slot] = []
-        self.written = bytearray(self.nblocks) if job.verify != "none" and job.do_verify else None
+        self.written = bytearray(self.nblocks) if job.verify != "none" and job.do_verify and job.writes else None
+        self.read_check = ReadCheck(job, self.block, port.base) if job.verify != "none" and not job.writes \
+            else None
         for t in range(job.iodepth):
             buf = AlignedBuffer(self.block * (self.npool + 1))
             crcs = self.buffers.fill(buf.view, self.npool, pool_seed(job, t)) if job.writes else None
@@ -211,12 +221,13 @@ class _Engine:
             pacer = Pacer(job, time.perf_counter_ns, sleep_wall, share=1.0 / max(1, job.iodepth)
                           if self.ops.name == "psync" else 1.0, flow=self.ctx.flow, seed=job.seed)
             pacer.start(start)
+            pacer.deadline = dl
             if not pacer.enabled:
                 pacer = None
         io = LoopIO(job, port.fd, p, self.npool, self.run_id, total, dl, self.written, first=0, step=1,
                     fast=self.fast, fds=[f.fd for f in port.files] if port.files else (), buffers=self.buffers,
                     pacer=pacer, control=self.ctx.control, region=port.length, base=port.base,
-                    rw_flags=rw_flags(job), stats=ls)
+                    rw_flags=rw_flags(job), stats=ls, read_check=self.read_check, prios=command_prios(job, p))
         mon = Monitor(job, start)
         io.monitor = mon if mon.active else None
         nproc = self.processes()
@@ -224,7 +235,7 @@ class _Engine:
             return self._run_loop_forked(nproc, io, start, progress, label, ls)
         import threading
         lock = threading.Lock() if self.ops.name == "psync" and job.iodepth > 1 else None
-        io.flush = lambda slot: flush_into(ls, lock, p, port.base, job, slot)
+        io.flush = lambda slot: flush_into(ls, lock, p, port.base, job, slot, io.prios)
 
         def tick(done: int) -> None:
             assert progress is not None
@@ -425,13 +436,19 @@ def run_job(target: Target, job: JobConfig, *, progress: ProgressFn | None = Non
         ioengine = engine.ops.name
     cpu0 = _cpu_now()
     engine.pass_io(0)  # the first pass made before the clock starts
+    start_at = 0
+    if ctx.ready is not None:
+        ctx.ready()
+        if ctx.control is not None and isinstance(engine, _Engine):
+            start_at = ctx.control.go_ns  # jobs let go together keep one clock
     start = engine.now()
     ramp_ns = int(job.ramp_time_s * 1e9)
     stats = JobStats(start, bw_ms=job.bwavgtime_ms, iops_ms=job.iopsavgtime_ms, ramp_end_ns=start + ramp_ns,
                      ramp_bytes=job.ramp_size_bytes, keep_logs=ctx.keep_logs)
     if isinstance(engine, _Engine):
         engine._job_stats = stats
-    timer = JobTimer(int((job.runtime_s + job.ramp_time_s) * 1e9) if job.runtime_s > 0 else None, ramp_ns, stats)
+    timer = JobTimer(int((job.runtime_s + job.ramp_time_s) * 1e9) if job.runtime_s > 0 else None, ramp_ns, stats,
+                     start_at=start_at)
     ios_left = job.number_ios or sys.maxsize
     loops: list[LoopResult] = []
     try:
@@ -445,13 +462,17 @@ def run_job(target: Target, job: JobConfig, *, progress: ProgressFn | None = Non
             if ios_left <= 0 or engine.now() >= timer.deadline or stats_stopped(stats, ctx):
                 break
         verify = None
-        if job.verify != "none" and job.do_verify:
+        if engine.read_check is not None:
+            verify = engine.read_check.report()
+        elif job.verify != "none" and job.do_verify:
             if before_verify is not None:
                 before_verify()
             verify = engine.verify(progress)
     finally:
         engine.close()
         port.close()
+        if ctx.flow is not None and job.flow:
+            ctx.flow.register(job.flow_id, -job.flow)  # the others no longer wait for this job's share
     cpu1 = _cpu_now()
     stats.cpu = {"usr_s": cpu1[0] - cpu0[0], "sys_s": cpu1[1] - cpu0[1], "ctx": cpu1[2] - cpu0[2],
                  "majf": cpu1[3] - cpu0[3], "minf": cpu1[4] - cpu0[4]}

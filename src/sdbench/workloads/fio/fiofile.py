@@ -277,6 +277,10 @@ def build_run(files: list[tuple[str, list[Section]]], overrides: list[tuple[str,
         opts = list(cmdline_defaults or []) + sec.options
         jobs.append(_job(sec.name, opts, sec.options, "command line", notes, stonewall=False))
     over = _canonical(overrides)
+    if "filename" in over and (over["filename"][1] or "").startswith("/") and "directory" not in over:
+        # an absolute --filename names the target outright: the files' directory= no longer applies
+        overrides = overrides + [("directory", "")]
+        over = _canonical(overrides)
     for fi, (fname, sections) in enumerate(files):
         glob: list[tuple[str, str | None]] = []
         first = True
@@ -323,12 +327,11 @@ def _job(section: str, options: list[tuple[str, str | None]], own: list[tuple[st
     fields["name"] = name
     if stonewall:
         fields["stonewall"] = True
-    engine = fields.get("ioengine", "psync")
-    if engine in SYNC_ENGINES and fields.get("iodepth", 1) > 1:
-        notes.append(f"job {name}: iodepth {fields['iodepth']} with the synchronous engine {engine}: queue depth "
-                     f"capped at 1, as fio does (ioengine=io_uring or libaio queues)")
-        fields["iodepth"] = 1
     config = _config(fields, loc)
+    if config.ioengine in SYNC_ENGINES and config.iodepth > 1:
+        notes.append(f"job {name}: iodepth {config.iodepth} with the synchronous engine {config.ioengine}: queue "
+                     f"depth capped at 1, as fio does (ioengine=io_uring or libaio queues)")
+        config = replace(config, iodepth=1)
     shown = tuple((k, v) for k, v in own if v is not None)
     return FioJob(config, shown, where)
 

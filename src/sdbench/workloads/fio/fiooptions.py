@@ -888,5 +888,37 @@ def option_rows() -> list[tuple[str, str, str]]:
     return [(", ".join((o.name, *o.aliases)), o.status, o.note) for o in sorted(OPTIONS, key=lambda o: o.name)]
 
 
+DOC_BEGIN, DOC_END = "<!-- fio-options -->", "<!-- end fio-options -->"
+
+
+def markdown_table() -> str:
+    """docs/fio.md's table of every option: name (and other spellings), status, what it does here or why not."""
+    lines = ["| option | status | here |", "|---|---|---|"]
+    for o in sorted(OPTIONS, key=lambda o: o.name):
+        names = f"`{o.name}`" + "".join(f", `{a}`" for a in o.aliases)
+        lines.append(f"| {names} | {o.status} | {o.note.replace('|', '/')} |")
+    return "\n".join(lines)
+
+
+def write_docs(path: str) -> bool:
+    """Rewrite the table between the markers in ``path``; True when it changed."""
+    from pathlib import Path
+
+    p = Path(path)
+    text = p.read_text()
+    i, j = text.index(DOC_BEGIN) + len(DOC_BEGIN), text.index(DOC_END)
+    new = text[:i] + "\n" + markdown_table() + "\n" + text[j:]
+    if new != text:
+        p.write_text(new)
+    return new != text
+
+
+if __name__ == "__main__":  # python -m sdbench.workloads.fio.fiooptions [docs/fio.md]
+    import sys
+
+    target = sys.argv[1] if len(sys.argv) > 1 else "docs/fio.md"
+    print(f"{'rewrote' if write_docs(target) else 'unchanged'} {target}")
+
+
 __all__ = ["ACCEPTED", "BY_NAME", "FIO_DEFAULTS", "FioOption", "MAX_AMOUNT_BYTES", "OPTIONS", "REFUSED",
            "SUPPORTED", "SYNC_ENGINES", "lookup", "option_rows", "translate"]

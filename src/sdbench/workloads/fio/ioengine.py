@@ -105,10 +105,11 @@ class Slot:
 
 class Control:
     """A job's stop flag, shared with the processes it forks (and set by the run when another job's end stops
-    this one, fio's exitall)."""
+    this one, fio's exitall), and its start flag: jobs that start together begin their I/O together, once every
+    one of them is set up."""
 
     def __init__(self) -> None:
-        self.map = mmap.mmap(-1, 8)
+        self.map = mmap.mmap(-1, 24)
 
     def stop(self) -> None:
         struct.pack_into("<q", self.map, 0, 1)
@@ -116,6 +117,20 @@ class Control:
     @property
     def stopped(self) -> bool:
         return struct.unpack_from("<q", self.map, 0)[0] != 0
+
+    def go(self, at_ns: int = 0) -> None:
+        """Let the job begin; ``at_ns`` (perf_counter_ns, the same clock in every process) is when its time
+        starts, so jobs let go together end together."""
+        struct.pack_into("<qq", self.map, 8, 1, at_ns)
+
+    @property
+    def go_ns(self) -> int:
+        return struct.unpack_from("<q", self.map, 16)[0]
+
+    def wait_go(self) -> None:
+        """Wait (polling, a fraction of a millisecond at a time) until the run says go, or stop."""
+        while not struct.unpack_from("<q", self.map, 8)[0] and not self.stopped:
+            time.sleep(0.0002)
 
 
 @dataclass
@@ -146,6 +161,8 @@ class LoopIO:
     depth: Callable[[], int] | None = None
     stats: JobStats | None = None
     monitor: Any = None
+    read_check: Any = None
+    prios: list[int] | None = None
     errors: list[BaseException] = field(default_factory=list)
     #: the I/O's plan entry in one lookup: (offset, size, kind code, fd)
     _sizes: Any = None
@@ -228,7 +245,7 @@ def is_block_fd(fd: int) -> bool:
 
 
 def flush_into(stats: JobStats, lock: threading.Lock | None, plan: PassIO, base: int, job: JobConfig,
-               slot: Slot) -> None:
+               slot: Slot, prios: list[int] | None = None) -> None:
     """Hand a slot's records to ``stats`` (under ``lock`` when threads share it) and start the slot afresh."""
     for kind in ("read", "write", "trim"):
         lat = slot.lat[kind]
@@ -240,17 +257,20 @@ def flush_into(stats: JobStats, lock: threading.Lock | None, plan: PassIO, base:
         sl = slot.slat[kind]
         slat_np = np.frombuffer(sl, dtype=np.int64).copy() if len(sl) == len(lat) else None
         sizes: np.ndarray | int = plan.size or job.bs_for(kind)
-        offsets = None
+        offsets = prio = None
         if len(ks) == len(lat):
             idx = np.frombuffer(ks, dtype=np.int64) % len(plan)
             if plan.sizes is not None:
                 sizes = np.frombuffer(plan.sizes, dtype=np.int64)[idx]
             offsets = np.frombuffer(plan.offs, dtype=np.int64)[idx] - base
+            if prios is not None:
+                p = np.asarray(prios, dtype=np.int64)[idx]
+                prio = p if job.log_prio else (p >> 13 == 1).astype(np.int64)
         if lock is not None:
             with lock:
-                stats.add(kind, lat_np, ends_np, sizes, slat=slat_np, offsets=offsets)
+                stats.add(kind, lat_np, ends_np, sizes, slat=slat_np, offsets=offsets, prio=prio)
         else:
-            stats.add(kind, lat_np, ends_np, sizes, slat=slat_np, offsets=offsets)
+            stats.add(kind, lat_np, ends_np, sizes, slat=slat_np, offsets=offsets, prio=prio)
         slot.done_total += len(lat)
     slot.reset()
 
@@ -479,6 +499,7 @@ def run_sync(io: LoopIO, w: Slot, nxt: Callable[[], int], errors: list[BaseExcep
     writes_since = 0
     max_lat = [x * 1000 for x in job.max_latency_us]
     mon = io.monitor
+    rcheck = io.read_check
     lat_a = {KIND_NAMES[c]: (w.lat[KIND_NAMES[c]].append, w.ends[KIND_NAMES[c]].append,
                              w.ks[KIND_NAMES[c]].append) for c in (READ, WRITE, TRIM)}
     left = FLUSH_EVERY
@@ -530,6 +551,8 @@ def run_sync(io: LoopIO, w: Slot, nxt: Callable[[], int], errors: list[BaseExcep
                 continue
             raise BlockDeviceError(f"job {job.name}: short {KIND_NAMES[kind]} at byte {off - base} ({got} of "
                                    f"{size} B)")
+        if kind == READ and rcheck is not None:
+            rcheck.check(dev.read_view[:size], off)
         lat = t1 - t0
         name = KIND_NAMES[kind]
         la, ea, ka = lat_a[name]

@@ -411,10 +411,13 @@ class JobConfig:
                 raise ConfigError(f"{what} = {v} B must be a multiple of 512 B")
         if self.time_based and self.runtime_s <= 0:
             raise ConfigError("time_based needs runtime_s > 0")
-        if self.verify != "none" and not self.writes:
-            raise ConfigError(f"job {self.name}: verify needs a job that writes (rw = write, randwrite, rw or randrw)")
+        if self.verify != "none" and not (self.writes or self.reads):
+            raise ConfigError(f"job {self.name}: verify needs a job that writes or reads")
         if self.verify == "pattern" and not self.verify_pattern_hex:
             raise ConfigError(f"job {self.name}: verify = pattern needs verify_pattern")
+        if self.verify != "none" and self.rw_skip_bytes % self.bs_for("write"):
+            raise ConfigError(f"job {self.name}: verify with rw's skip of {self.rw_skip_bytes} B needs a skip that is "
+                              f"a multiple of the block size {self.bs_for('write')} B")
         if self.verify != "none" and self.has_split:
             raise ConfigError(f"job {self.name}: verify needs one block size per direction (not bssplit)")
         if self.verify_interval_bytes and self.bs_for("write") % self.verify_interval_bytes:

@@ -119,6 +119,16 @@ class Pacer:
         self.cycle_start = 0
         self.cycle = [[0, 0], [0, 0], [0, 0]]  # bytes, ios per direction in the current cycle
         self.enabled = self.active or self.think or self.flow_slot >= 0 or self.check_min
+        #: the job's deadline (a list the engine shares): no wait goes past it
+        self.deadline = [1 << 63]
+
+    def _wait(self, t: int) -> bool:
+        """Wait until ``t`` or the deadline, whichever is first; False when the deadline came first."""
+        if t >= self.deadline[0]:
+            self.wait_until(self.deadline[0])
+            return False
+        self.wait_until(t)
+        return True
 
     def start(self, t: int) -> None:
         self.rate.next_ns = [float(t)] * 3
@@ -139,10 +149,11 @@ class Pacer:
                 due = r.next_ns[kind]
                 now = self.now()
                 if due > now:
-                    self.wait_until(int(due))
+                    if not self._wait(int(due)):
+                        return
                     now = int(due)
-                # a schedule that fell behind does not bank time (fio: it catches up, but not beyond one gap)
-                r.next_ns[kind] = max(due, now - gap) + gap
+                # the schedule runs from the job's start: a job that fell behind catches up, as fio's does
+                r.next_ns[kind] = due + gap
         if self.think and self.think_on_issue:
             self._count_think()
 
@@ -155,7 +166,8 @@ class Pacer:
                 self.flow.bump(s)
                 self.flow_count += 1
                 return
-            self.wait_until(self.now() + self.flow_sleep_ns)
+            if not self._wait(self.now() + self.flow_sleep_ns):
+                return
 
     # ---- after an I/O --------------------------------------------------------------------------------------
     def after(self, kind: int, size: int, t_done: int) -> None:
@@ -182,13 +194,13 @@ class Pacer:
         spin_end = start + job.thinktime_spin_us * 1000
         if job.thinktime_spin_us:
             if self.now is time.perf_counter_ns:
-                while time.perf_counter_ns() < spin_end:
+                while time.perf_counter_ns() < min(spin_end, self.deadline[0]):
                     pass
             else:
-                self.wait_until(spin_end)
+                self._wait(spin_end)
         end = start + job.thinktime_us * 1000
         if end > self.now():
-            self.wait_until(end)
+            self._wait(end)
         if job.rate_ignore_thinktime:
             self.rate.next_ns = [float(self.now())] * 3
         self.io_since = self.now()

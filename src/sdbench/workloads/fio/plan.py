@@ -250,19 +250,22 @@ class IoPlan:
         return vals[rng.choice(len(vals), size=m, p=pr / pr.sum())]
 
     def _sequential_offsets(self, region: int, n: int, sizes: np.ndarray | None) -> np.ndarray:
+        """Up the region, each I/O after the last one (plus rw's skip); going round at the end.  A negative skip
+        goes backwards from the end, as fio's ``rw=read:-8k``."""
         job = self.job
-        step = (self.fixed_bs if sizes is None else 0) + job.rw_skip_bytes
+        skip = job.rw_skip_bytes
         if sizes is None:
-            if job.rw_skip_bytes == 0:
-                return np.arange(n, dtype=np.int64) * self.fixed_bs
-            if step >= 0:
-                return (np.arange(n, dtype=np.int64) * step) % (region - self.fixed_bs + 1) // 512 * 512
-            # backwards: from the end of the region down, wrapping at the start
-            start = region - self.fixed_bs
-            return (start + np.arange(n, dtype=np.int64) * step) % (region - self.fixed_bs + 1) // 512 * 512
-        starts = np.concatenate([[0], np.cumsum(sizes[:-1] + job.rw_skip_bytes)])
+            bs = self.fixed_bs
+            if not skip:
+                return np.arange(n, dtype=np.int64) * bs
+            length = region // bs * bs
+            start = max(0, length + skip) if skip < 0 else 0
+            pos = (start + np.arange(n, dtype=np.int64) * (bs + skip)) % length
+            pos[pos + bs > length] = 0  # a step that is no multiple of the block: wrap to the start
+            return pos
+        starts = np.concatenate([[0], np.cumsum(sizes[:-1] + skip)])
         limit = region - int(sizes.max()) + 1
-        if job.rw_skip_bytes < 0:
+        if skip < 0:
             starts = region - int(sizes.max()) + starts
         return (starts % limit) // 512 * 512
 
@@ -298,13 +301,14 @@ class IoPlan:
                 offs = offs % (region - biggest + 1) // 512 * 512
                 del within
         if job.percentage_random < 100:
-            # a random share of the I/Os jump; the others follow the one before
+            # a random share of the I/Os jump; the others follow the one before (from the region's start
+            # until the first jump)
             jump = rng.random(n) * 100 < job.percentage_random
-            jump[0] = True
             step = sizes if sizes is not None else np.full(n, self.fixed_bs, dtype=np.int64)
-            idx = np.maximum.accumulate(np.where(jump, np.arange(n), 0))
+            idx = np.maximum.accumulate(np.where(jump, np.arange(n), -1))
             csum = np.cumsum(step) - step
-            offs = (offs[idx] + csum - csum[idx]) % (region - biggest + 1) // 512 * 512
+            head = np.where(idx >= 0, offs[np.maximum(idx, 0)] + csum - csum[np.maximum(idx, 0)], csum)
+            offs = head % (region - biggest + 1) // 512 * 512
         return offs.astype(np.int64)
 
     def _draw_units(self, rng: np.random.Generator, nunits: int, n: int) -> np.ndarray:
@@ -441,3 +445,38 @@ def io_amount(job: JobConfig, p: PassIO) -> int:
         return full * n + -(-rest // p.size)
     cum = np.cumsum(np.frombuffer(p.sizes, dtype=np.int64))
     return full * n + int(np.searchsorted(cum, rest, side="left")) + 1
+
+
+def ioprio(cls: int, level: int, hint: int = 0) -> int:
+    """Linux's I/O priority value: class in the top 3 bits, hint above the 3-bit level."""
+    return (cls << 13) | (hint << 3) | level
+
+
+def command_prios(job: JobConfig, plan: PassIO) -> list[int] | None:
+    """Per I/O of the pass, the I/O priority fio's cmdprio options give it (None without them): Linux's value,
+    class in the top 3 bits, hint above the 3-bit level."""
+    if not (any(job.cmdprio_percentage) or job.cmdprio_bssplit):
+        return None
+    n = len(plan)
+    rng = np.random.default_rng([job.seed, 0xC0D])
+    draws = rng.random(n) * 100
+    kinds = np.frombuffer(plan.kinds, dtype=np.uint8)
+    kinds = kinds[np.arange(n) % kinds.size]
+    sizes = np.frombuffer(plan.sizes, dtype=np.int64) if plan.sizes is not None else np.full(n, plan.size)
+    default = ioprio(job.prioclass, max(job.prio, 0), job.priohint) if job.prioclass >= 0 else 0
+    out = np.full(n, default, dtype=np.int64)
+    for code, d in ((READ, 0), (WRITE, 1)):
+        sel = kinds == code
+        if job.cmdprio_bssplit:
+            acc = np.zeros(n)
+            for e in job.cmdprio_bssplit:
+                if (e.direction == "read") != (code == READ):
+                    continue
+                m = sel & (sizes == e.size_bytes)
+                hit = m & (draws >= acc) & (draws < acc + e.percent)
+                out[hit] = ioprio(e.prio_class, e.level, e.hint)
+                acc = np.where(m, acc + e.percent, acc)
+        elif job.cmdprio_percentage[d]:
+            hit = sel & (draws < job.cmdprio_percentage[d])
+            out[hit] = ioprio(job.cmdprio_class[d], job.cmdprio[d], job.cmdprio_hint[d])
+    return [int(x) for x in out]

@@ -136,3 +136,13 @@ def apply_process_settings(job: JobConfig, index: int) -> None:
         if r != 0:
             e = ctypes.get_errno()
             raise ConfigError(f"job {job.name}: I/O priority class {cls} level {max(job.prio, 0)}: {os.strerror(e)}")
+
+
+def set_thread_ioprio(value: int) -> None:
+    """This thread's I/O priority (Linux's value; 0: the default): requests it submits from now take it."""
+    import threading
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(_syscall("ioprio_set"), 1, threading.get_native_id(), value) != 0:
+        e = ctypes.get_errno()
+        raise ConfigError(f"I/O priority {value:#x}: {os.strerror(e)}")

@@ -64,6 +64,10 @@ class Entry:
     fraction: float = 0.0
     done: bool = False
     internal: bool = False   # the job failed on a bug in sdbench, not on its input or the device
+    is_ready: bool = False   # set up, waiting for the others it starts with
+    released: bool = False
+    alone: bool = False      # starts on its own (a start delay): no waiting for others
+    batch: list["Entry"] = field(default_factory=list)
 
 
 @dataclass
@@ -220,12 +224,17 @@ def _child(target: Target, e: Entry, wfd: int, flow: FlowTable | None, run_seed:
                 _send(wfd, ("p", frac))
         if e.job.startdelay_s:
             _delay(e, target, run_seed)
-        assert e.control is not None
-        if e.control.stopped:
+        control = e.control
+        assert control is not None
+
+        def ready() -> None:
+            _send(wfd, ("s",))
+            control.wait_go()
+        if control.stopped:
             _send(wfd, ("r", None))
         else:
             res = run_job(target, e.job, progress=progress, before_verify=before_verify,
-                          ctx=JobContext(e.clone, e.control, flow, run_seed, keep_logs))
+                          ctx=JobContext(e.clone, control, flow, run_seed, keep_logs, ready))
             _send(wfd, ("r", res))
     except SdbenchError as err:
         _send(wfd, ("e", str(err)))
@@ -253,8 +262,10 @@ def _run_forked(target: Target, entries: list[Entry], flow: FlowTable | None, ru
     cancel = False
     try:
         while pending or running:
-            # start what may start: the current phase's jobs whose wait_for has ended
+            # start what may start: the current phase's jobs whose wait_for has ended; those started together
+            # (without a start delay) begin their I/O together, once all are set up
             if not cancel:
+                batch = []
                 for e in list(pending):
                     if e.phase != phase:
                         continue
@@ -264,6 +275,12 @@ def _run_forked(target: Target, entries: list[Entry], flow: FlowTable | None, ru
                     pending.remove(e)
                     _start(target, e, flow, run_seed, before_verify, keep_logs)
                     running.append(e)
+                    if e.job.startdelay_s:
+                        e.alone = True
+                    else:
+                        batch.append(e)
+                for e in batch:
+                    e.batch = batch
             if not running:
                 if cancel or not pending:
                     break
@@ -280,6 +297,8 @@ def _run_forked(target: Target, entries: list[Entry], flow: FlowTable | None, ru
                     os.waitpid(e.pid, 0)
                     finished_names[e.job.name] = finished_names.get(e.job.name, 0) + 1
                     cancel = _exitall(e, running, pending) or cancel
+            for x in running:
+                _release(x)
             if progress is not None and running:
                 frac = (sum(1 for x in entries if x.done) + sum(x.fraction for x in running)) / len(entries)
                 names = ", ".join(dict.fromkeys(x.label for x in running))
@@ -294,6 +313,19 @@ def _run_forked(target: Target, entries: list[Entry], flow: FlowTable | None, ru
             except OSError:
                 pass
         raise
+
+
+def _release(e: Entry) -> None:
+    """Let a set-up job begin: alone at once, in a batch when every job of the batch is set up (or over)."""
+    if not e.is_ready or e.released:
+        return
+    group = e.batch if not e.alone and e.batch else [e]
+    if all(x.is_ready or x.done for x in group):
+        at = time.perf_counter_ns()
+        for x in group:
+            if not x.released and x.control is not None:
+                x.control.go(at)
+                x.released = True
 
 
 def _start(target: Target, e: Entry, flow: FlowTable | None, run_seed: int,
@@ -326,6 +358,8 @@ def _read(e: Entry) -> None:
         del e.buf[:_MSG.size + n]
         if msg[0] == "p":
             e.fraction = msg[1]
+        elif msg[0] == "s":
+            e.is_ready = True
         elif msg[0] == "r":
             e.result, e.done = msg[1], True
         elif msg[0] == "e":

@@ -120,6 +120,41 @@ def lay_out_file(target: DirTarget, path: str, size_bytes: int, seed: int = 0) -
         buf.close()
 
 
+STATX_WRITE_ATOMIC = 0x10000
+
+
+def atomic_write_units(path: str) -> tuple[int, int] | None:
+    """(smallest, largest) write the kernel can do atomically on ``path`` (statx), or None where it says nothing
+    (an older kernel)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        buf = ctypes.create_string_buffer(256)
+        if libc.statx(-100, os.fsencode(path), 0, STATX_WRITE_ATOMIC, buf) != 0:
+            return None
+    except (OSError, AttributeError):
+        return None
+    import struct
+
+    mask = struct.unpack_from("<I", buf, 0)[0]
+    if not mask & STATX_WRITE_ATOMIC:
+        return (0, 0)
+    return struct.unpack_from("<II", buf, 168)
+
+
+def check_atomic(job: JobConfig, path: str) -> None:
+    """atomic=1: refused before any I/O where the target cannot write the job's blocks atomically."""
+    if not (job.atomic and job.writes):
+        return
+    units = atomic_write_units(path)
+    bs = job.bs_for("write")
+    if units is not None and not (units[0] and units[0] <= bs <= units[1]):
+        have = "no atomic writes" if not units[1] else f"atomic writes of {units[0]}-{units[1]} B"
+        raise SdbenchError(f"job {job.name}: atomic=1: {path} cannot write {bs} B atomically (the kernel reports "
+                           f"{have})")
+
+
 def _apply_hints(fd: int, job: JobConfig, length: int, base: int) -> None:
     """posix_fadvise by the job's pattern (fadvise_hint) and the write-life hint (write_hint)."""
     if job.fadvise_hint != "off":
@@ -167,6 +202,7 @@ def _device_port(target: LinuxBlockDevice, job: JobConfig, clone: int) -> _Port:
         raise ReadOnlyError(f"{target.path} is open read-only; writing needs allow_write (--allow-write)")
     if job.trims and target.read_only:
         raise ReadOnlyError(f"{target.path} is open read-only; trimming needs allow_write (--allow-write)")
+    check_atomic(job, target.path)
     if job.nrfiles > 1:
         raise ConfigError(f"job {job.name}: nrfiles = {job.nrfiles} needs a directory target (--dir); a device is "
                           f"one file")
@@ -292,6 +328,7 @@ def _dir_port(target: DirTarget, job: JobConfig, clone: int) -> _Port:
                 fd, direct = target.open_fd(name, write=job.writes or job.trims, direct=job.direct,
                                             extra_flags=flags)
             direct_all = direct_all and direct
+            check_atomic(job, host)
             align = target.direct_align_bytes
             if direct and (job.min_bs % align or off % align):
                 os.close(fd)

@@ -39,6 +39,7 @@ from .ioengine import (FIO_DIR, PROGRESS_EVERY_S, EngineFlags, IoEngineOps, Loop
                        tolerated, trim_range)
 from .jobs import JobConfig
 from .pacing import Monitor, sleep_wall
+from .procsetup import set_thread_ioprio
 from .plan import KIND_NAMES, READ, SEQ_STAMP, TRIM, WRITE
 from .verify import stamp_block
 
@@ -423,8 +424,10 @@ class UringEngine(IoEngineOps):
         now = time.perf_counter_ns
         cqe = lib.Cqe()
         rec = slots[0]
-        prios = _prios(job, n, io)
+        prios = io.prios
+        cur_prio = -1
         mon = io.monitor if io.monitor is not None else Monitor(job, now())
+        rcheck = io.read_check
         max_lat = [x * 1000 for x in job.max_latency_us]
         # iovecs for every size a slot may move: its buffers' prefixes
         size_set = sorted({fixed_size} if fixed_size else {int(x) for x in np.unique(np.frombuffer(sizes, dtype=np.int64))})
@@ -432,7 +435,14 @@ class UringEngine(IoEngineOps):
         w_iov = [[{sz: _iovec(lib, views[s][j][:sz]) for sz in size_set} for j in range(npool)] for s in range(nslots)]
         free = list(range(nslots))
         t_sub = [0] * nslots
-        t_in = [0] * nslots
+        t_in = [0] * nslots       # when each slot's I/O went to the kernel (its submission latency ends)
+        unsub: list[int] = []     # slots prepared but not yet submitted
+
+        def mark() -> None:
+            t = now()
+            for x in unsub:
+                t_in[x] = t
+            unsub.clear()
         k_sub = [0] * nslots
         every = int(PROGRESS_EVERY_S * 1e9)
         report_at = now() + every
@@ -456,15 +466,19 @@ class UringEngine(IoEngineOps):
                                        f"{limit / 1000:.0f} µs")
             if written is not None and kind == WRITE:
                 written[(offs[kk % n] - base) // (fixed_size or job.bs_for("write"))] = 1
+            if rcheck is not None and kind == READ:
+                rcheck.check(views[s][npool][:size], offs[kk % n])
             if pacer is not None:
                 pacer.after(FIO_DIR[kind], size, t1)
 
         def reap(wait: int) -> int:
             """Wait for ``wait`` completions, then take every one there is; returns how many."""
             if wait:
+                mark()  # the kernel takes what is prepared as the call starts
                 submit_wait(ring, wait)
             else:
                 submit(ring)
+                mark()
             it = it_init(ring)
             t1 = now()
             got = 0
@@ -549,19 +563,23 @@ class UringEngine(IoEngineOps):
                         writev(sqe, fd, w_iov[s][j][size], off, flags)
                         del view
                         writes_since += 1
-                    if prios is not None:
-                        sqe.ioprio = prios[i]
+                    if prios is not None and prios[i] != cur_prio:
+                        # the kernel gives a request the submitting thread's I/O priority: what is prepared goes
+                        # first, then the thread takes this I/O's priority
+                        if unsub:
+                            submit(ring)
+                            mark()
+                        cur_prio = prios[i]
+                        set_thread_ioprio(cur_prio)
                     put(ring, sqe)
                     k_sub[s] = k
                     t_sub[s] = now()
+                    unsub.append(s)
                     k += step
                     prepared += 1
                     if not prepared % batch_n:
                         submit(ring)
-                        t = now()
-                        for x in range(nslots):
-                            if t_in[x] < t_sub[x]:
-                                t_in[x] = t
+                        mark()
                 if prepared and stats is not None:
                     stats.count_submit(prepared)
                     stats.count_depth(nslots - len(free), prepared)
@@ -570,11 +588,6 @@ class UringEngine(IoEngineOps):
             if len(free) == nslots:
                 continue
             want = min(cmin, nslots - len(free))
-            submit(ring)
-            t = now()
-            for x in range(nslots):
-                if t_in[x] < t_sub[x]:
-                    t_in[x] = t
             reap(want)
             t1 = now()
             if t1 >= dl[0]:
@@ -609,37 +622,3 @@ def _drain(lib: Any, ring: Any, inflight: int) -> None:
         lib.io_uring_submit_and_wait(ring, 1)
         lib.io_uring_wait_cqe(ring, cqe)
         lib.io_uring_cqe_seen(ring, cqe[0])
-
-
-def ioprio(cls: int, level: int, hint: int = 0) -> int:
-    """Linux's I/O priority value: class in the top 3 bits, hint above the 3-bit level."""
-    return (cls << 13) | (hint << 3) | level
-
-
-def _prios(job: JobConfig, n: int, io: LoopIO) -> list[int] | None:
-    """Per I/O of the pass, the priority cmdprio gives it (None without cmdprio)."""
-    if not (any(job.cmdprio_percentage) or job.cmdprio_bssplit):
-        return None
-    plan = io.plan
-    rng = np.random.default_rng([job.seed, 0xC0D])
-    draws = rng.random(n) * 100
-    kinds = np.frombuffer(plan.kinds, dtype=np.uint8)
-    kinds = kinds[np.arange(n) % kinds.size]
-    sizes = np.frombuffer(plan.sizes, dtype=np.int64) if plan.sizes is not None else np.full(n, plan.size)
-    default = ioprio(job.prioclass, max(job.prio, 0), job.priohint) if job.prioclass >= 0 else 0
-    out = np.full(n, default, dtype=np.int64)
-    for code, d in ((READ, 0), (WRITE, 1)):
-        sel = kinds == code
-        if job.cmdprio_bssplit:
-            acc = np.zeros(n)
-            for e in job.cmdprio_bssplit:
-                if (e.direction == "read") != (code == READ):
-                    continue
-                m = sel & (sizes == e.size_bytes)
-                hit = m & (draws >= acc) & (draws < acc + e.percent)
-                out[hit] = ioprio(e.prio_class, e.level, e.hint)
-                acc = np.where(m, acc + e.percent, acc)
-        elif job.cmdprio_percentage[d]:
-            hit = sel & (draws < job.cmdprio_percentage[d])
-            out[hit] = ioprio(job.cmdprio_class[d], job.cmdprio[d], job.cmdprio_hint[d])
-    return [int(x) for x in out]

@@ -69,11 +69,12 @@ def stamp_block(view: memoryview, payload_crc: int, offset: int, seq: int, run_i
     _CRC_MAGIC.pack_into(view, bs - 8, crc, VERIFY_MAGIC)
 
 
-def check_blocks(data: memoryview | bytes, bs: int, first_offset: int, run_id: int, *, mode: str = "crc32c",
-                 pattern: bytes = b"") -> list[int]:
+def check_blocks(data: memoryview | bytes, bs: int, first_offset: int, run_id: int | None, *,
+                 mode: str = "crc32c", pattern: bytes = b"") -> list[int]:
     """Offsets (region-relative) of the blocks in ``data`` that fail the checks: the trailer (offset, run id,
     magic, and the CRC for ``mode="crc32c"``; ``mode="meta"`` skips the CRC and, given a ``pattern``, compares
-    the payload with it) or, for ``mode="pattern"``, the whole block against ``pattern``."""
+    the payload with it) or, for ``mode="pattern"``, the whole block against ``pattern``.  ``run_id`` None: any
+    run's blocks (a reading job checks what another job wrote)."""
     mat = np.frombuffer(data, dtype=np.uint8).reshape(-1, bs)
     offsets = first_offset + bs * np.arange(mat.shape[0], dtype=np.uint64)
     if mode == "pattern":
@@ -81,7 +82,9 @@ def check_blocks(data: memoryview | bytes, bs: int, first_offset: int, run_id: i
         return [int(x) for x in offsets[~good]]
     tail = mat[:, bs - TRAILER_BYTES:].copy().view(np.uint64)       # offset, seq, run id, crc|magic
     crc_magic = mat[:, bs - 8:].copy().view(np.uint32)
-    good = (crc_magic[:, 1] == VERIFY_MAGIC) & (tail[:, 0] == offsets) & (tail[:, 2] == np.uint64(run_id))
+    good = (crc_magic[:, 1] == VERIFY_MAGIC) & (tail[:, 0] == offsets)
+    if run_id is not None:
+        good &= tail[:, 2] == np.uint64(run_id)
     if mode == "crc32c":
         good &= crc32c_rows(mat[:, : bs - 8]) == crc_magic[:, 0]
     elif pattern:
@@ -128,3 +131,32 @@ def dump_blocks(job: JobConfig, data: memoryview | bytes, step: int, first_offse
         if pattern:
             with open(f"{name}.expected", "wb") as f:
                 f.write(pattern[:step])
+
+
+class ReadCheck:
+    """A reading job's verify: every block it reads is checked as it arrives (fio verifies what a read-only job
+    reads), against the trailers or pattern another job wrote -- of any run, as the reader cannot know the
+    writer's run id."""
+
+    def __init__(self, job: JobConfig, bs: int, base: int) -> None:
+        self.mode, self.pattern, self.step = verify_mode(job, bs)
+        self.base = base
+        self.fatal = job.verify_fatal
+        self.dump = job.verify_dump
+        self.job = job
+        self.checked = 0
+        self.bad: list[int] = []
+
+    def check(self, data: memoryview | bytes, abs_off: int) -> None:
+        found = check_blocks(data, self.step, abs_off - self.base, None, mode=self.mode, pattern=self.pattern)
+        self.checked += len(data) // self.step
+        if found:
+            if self.dump:
+                dump_blocks(self.job, data, self.step, abs_off - self.base, found, self.pattern)
+            self.bad += found
+            if self.fatal:
+                raise VerifyError(f"verify failed: {self.job.name}: block at byte {found[0]} is corrupted "
+                                  f"(verify_fatal)")
+
+    def report(self) -> dict[str, Any]:
+        return verify_report(self.job, self.checked, self.bad, self.step)
