@@ -495,3 +495,39 @@ def test_numa_cpu_and_priority_settings_are_checked_before_the_run(tmp_path, cap
     one_line_error(capsys, "numa_cpu_nodes = 77: this machine has node(s)")
     assert main(["fio", f"--filename={img}", "--size=1M", "--cpus_allowed=0", "--nice=5", "--prioclass=2",
                  "--prio=4", "--comm=sdbench-job", "--no-save", "-q"]) == 0
+
+
+def test_verify_backlog_histogram_logs_and_unified_reporting(tmp_path, capsys):
+    img = image(tmp_path)
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        rec = tmp_path / "r.json"
+        assert main(["fio", "--name=b", f"--filename={img}", "--rw=randwrite", "--size=1M", "--verify=crc32c",
+                     "--verify_backlog=64", "--write_hist_log=h", "--log_hist_msec=50",
+                     "--unified_rw_reporting=both", "--output-format=json", "--allow-write", "--yes", "--no-save",
+                     "-q", "--json", str(rec)]) == 0
+    finally:
+        os.chdir(cwd)
+    v = Results.from_json(rec.read_text()).runs[0].metadata["verify"]["b"]
+    assert v["ok"] and v["checked_blocks"] == 256                      # each block checked once, backlog or end
+    doc = json.loads(capsys.readouterr().out)
+    job = doc["jobs"][0]
+    assert job["mixed"]["total_ios"] == job["write"]["total_ios"] == 256
+    lines = (tmp_path / "h_clat_hist.1.log").read_text().splitlines()
+    assert lines and all(len(ln.split(", ")) == 3 + 1856 for ln in lines)   # time, dir, bs, fio's 1856 buckets
+    assert sum(sum(int(x) for x in ln.split(", ")[3:]) for ln in lines) == 256
+
+
+def test_refused_where_the_target_cannot_and_jobs_left_out_of_reports(tmp_path, capsys):
+    img = image(tmp_path)
+    assert main(["fio", f"--filename={img}", "--size=1M", "--ioengine=io_uring", "--hipri", "--direct=1",
+                 "--no-save"]) == 2
+    one_line_error(capsys, "hipri: ")
+    assert main(["fio", f"--filename={img}", "--size=1M", "--rw=randread", "--ioengine=psync",
+                 "--cmdprio_percentage=20", "--no-save"]) == 2
+    one_line_error(capsys, "cmdprio needs ioengine io_uring or libaio")
+    job = tmp_path / "s.fio"
+    job.write_text(f"[global]\nfilename={img}\nsize=1M\n[shown]\nrw=read\n[hidden]\nrw=read\nstats=0\n")
+    assert main(["fio", str(job), "--output-format=json", "--no-save", "-q"]) == 0
+    assert [j["jobname"] for j in json.loads(capsys.readouterr().out)["jobs"]] == ["shown"]

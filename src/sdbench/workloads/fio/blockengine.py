@@ -33,7 +33,7 @@ from .plan import IoPlan, io_amount, pool_count, pool_seed
 from .results import LoopResult
 from .stats import JobStats
 from .target import ProgressFn
-from .verify import ReadCheck, check_blocks, dump_blocks, verify_mode, verify_report
+from .verify import Backlog, ReadCheck, check_blocks, dump_blocks, verify_mode, verify_report
 
 #: wall seconds between progress reports (the loop itself never waits)
 _PROGRESS_EVERY_S = 0.1
@@ -129,6 +129,10 @@ class BlockEngine:
         self.written = bytearray(self.nblocks) if job.verify != "none" and job.do_verify and job.writes else None
         self.read_check = ReadCheck(job, self.block, port.first_lba * self.dev.geometry.sector_size) \
             if job.verify != "none" and not job.writes else None
+        ss = self.dev.geometry.sector_size
+        self.backlog = Backlog(job, self.block, run_id,
+                               lambda off, n: self.dev.read(port.first_lba + off // ss, n // ss), self.written) \
+            if job.verify_backlog and self.written is not None else None
         self._job_stats: JobStats | None = None
         self._pass: tuple[int, Any] | None = None
 
@@ -160,7 +164,7 @@ class BlockEngine:
                     buffers=self.buffers, pacer=pacer if pacer.enabled else None,
                     control=getattr(self.ctx, "control", None), region=self.port.length,
                     base=self.port.first_lba * dev.geometry.sector_size, rw_flags=rw_flags(job), stats=ls,
-                    read_check=self.read_check)
+                    read_check=self.read_check, backlog=self.backlog)
         io.flush = lambda slot: flush_into(ls, None, p, io.base, job, slot)
         mon = Monitor(job, start)
         io.monitor = mon if mon.active else None
@@ -209,6 +213,8 @@ class BlockEngine:
         assert self.written is not None
         job, dev = self.job, self.dev
         bs = self.block
+        if self.backlog is not None:
+            self.backlog.check()
         spb = bs // dev.geometry.sector_size
         first_lba = self.port.first_lba
         chunk_blocks = max(1, (8 * MIB) // bs)
@@ -234,6 +240,9 @@ class BlockEngine:
                         break
                 if bad and job.verify_fatal:
                     break
+        if self.backlog is not None:
+            checked += self.backlog.checked
+            bad = self.backlog.bad + bad
         return verify_report(job, checked, bad, bs)
 
 

@@ -44,7 +44,7 @@ from .results import JobResult, LoopResult
 from .stats import JobStats
 from .target import ProgressFn, Target, _open_port, _Port
 from .uring import UringEngine
-from .verify import ReadCheck, check_blocks, dump_blocks, verify_mode, verify_report
+from .verify import Backlog, ReadCheck, check_blocks, dump_blocks, verify_mode, verify_report
 
 __all__ = ["AUTO_QUEUED_MIN_IODEPTH", "ENGINES", "PROCESS_MIN_IODEPTH", "pick_ioengine", "preflight", "run_job"]
 
@@ -94,7 +94,7 @@ def needs_general_loop(job: JobConfig) -> bool:
                 or job.fsync_every or job.fdatasync_every or job.hipri or job.nowait or job.atomic or job.uncached
                 or job.latency_target_us or job.steadystate != "none" or any(job.max_latency_us)
                 or job.sqthread_poll or job.iodepth_low or job.iodepth_batch_complete_min > 1
-                or (job.verify != "none" and not job.writes))
+                or (job.verify != "none" and not job.writes) or job.verify_backlog > 0)
 
 
 def check_engine(job: JobConfig, engine: str) -> None:
@@ -175,6 +175,9 @@ class _Engine:
         self.written = bytearray(self.nblocks) if job.verify != "none" and job.do_verify and job.writes else None
         self.read_check = ReadCheck(job, self.block, port.base) if job.verify != "none" and not job.writes \
             else None
+        self.backlog = Backlog(job, self.block, run_id, self._read_back, self.written) \
+            if job.verify_backlog and self.written is not None else None
+        self._back_buf: AlignedBuffer | None = None
         for t in range(job.iodepth):
             buf = AlignedBuffer(self.block * (self.npool + 1))
             crcs = self.buffers.fill(buf.view, self.npool, pool_seed(job, t)) if job.writes else None
@@ -184,6 +187,18 @@ class _Engine:
     def close(self) -> None:
         for s in self.slots:
             s.bufs.close()
+        if self._back_buf is not None:
+            self._back_buf.close()
+
+    def _read_back(self, rel_off: int, size: int) -> memoryview:
+        """One block read back for verify_backlog (O_DIRECT needs an aligned buffer)."""
+        if self._back_buf is None:
+            self._back_buf = AlignedBuffer(self.block)
+        view = self._back_buf.view[:size]
+        got = os.preadv(self.port.fd, [view], self.port.base + rel_off)
+        if got != size:
+            raise BlockDeviceError(f"job {self.job.name}: short read while verifying at byte {rel_off}")
+        return view
 
     @staticmethod
     def now() -> int:
@@ -227,7 +242,8 @@ class _Engine:
         io = LoopIO(job, port.fd, p, self.npool, self.run_id, total, dl, self.written, first=0, step=1,
                     fast=self.fast, fds=[f.fd for f in port.files] if port.files else (), buffers=self.buffers,
                     pacer=pacer, control=self.ctx.control, region=port.length, base=port.base,
-                    rw_flags=rw_flags(job), stats=ls, read_check=self.read_check, prios=command_prios(job, p))
+                    rw_flags=rw_flags(job), stats=ls, read_check=self.read_check, prios=command_prios(job, p),
+                    backlog=self.backlog)
         mon = Monitor(job, start)
         io.monitor = mon if mon.active else None
         nproc = self.processes()
@@ -342,6 +358,8 @@ class _Engine:
         job, port = self.job, self.port
         bs = self.block
         fd = port.fd
+        if self.backlog is not None:
+            self.backlog.check()  # the writes since the last backlog check, before the rest
         if job.writes and not job.fsync_on_end:
             try:
                 os.fdatasync(fd)  # so the page cache's copy can be dropped and the medium's read back
@@ -388,6 +406,9 @@ class _Engine:
             raise BlockDeviceError(f"job {job.name}: verify read failed: {e.strerror}") from None
         finally:
             buf.close()
+        if self.backlog is not None:  # what was checked during the job counts too
+            checked += self.backlog.checked
+            bad = self.backlog.bad + bad
         return verify_report(job, checked, bad, bs)
 
 
@@ -470,6 +491,11 @@ def run_job(target: Target, job: JobConfig, *, progress: ProgressFn | None = Non
             verify = engine.verify(progress)
     finally:
         engine.close()
+        if job.fsync_on_close and (job.writes or job.trims):
+            if isinstance(port, BlockPort):
+                port.dev.sync()
+            else:
+                port.sync()
         port.close()
         if ctx.flow is not None and job.flow:
             ctx.flow.register(job.flow_id, -job.flow)  # the others no longer wait for this job's share

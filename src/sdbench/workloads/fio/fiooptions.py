@@ -353,12 +353,6 @@ def _write_hint(v: str | None, c: OptionContext) -> dict[str, Any]:
                                          "extreme": "extreme"})}
 
 
-def _fallocate(v: str | None, c: OptionContext) -> dict[str, Any]:
-    return {"fallocate": fs.fio_choice(_need(v, "fallocate"), "fallocate",
-                                       {"none": "none", "0": "none", "native": "native", "posix": "posix",
-                                        "1": "posix", "keep": "keep", "truncate": "truncate"})}
-
-
 def _file_service(v: str | None, c: OptionContext) -> dict[str, Any]:
     kind, _, n = _need(v, "file_service_type").partition(":")
     kind = kind.strip().lower()
@@ -389,10 +383,6 @@ def _mem(v: str | None, c: OptionContext) -> dict[str, Any]:
     return {}
 
 
-def _max_jobs_ignored(v: str | None, c: OptionContext) -> dict[str, Any]:
-    return {}
-
-
 def _hipri_pct(v: str | None, c: OptionContext) -> dict[str, Any]:
     pct = fs.fio_int(_need(v, "hipri_percentage"), "hipri_percentage")
     if pct not in (0, 100):
@@ -406,12 +396,16 @@ def _force_async(v: str | None, c: OptionContext) -> dict[str, Any]:
     return {}
 
 
-def _nonvectored(v: str | None, c: OptionContext) -> dict[str, Any]:
-    return {}
-
-
 def _numjobs(v: str | None, c: OptionContext) -> dict[str, Any]:
     return {"numjobs": fs.fio_int(_need(v, "numjobs"), "numjobs")}
+
+
+def _checked(name: str, values: tuple[str, ...]) -> Apply:
+    """An accepted option's value checked against fio's choices (and nothing set)."""
+    def apply(v: str | None, c: OptionContext) -> dict[str, Any]:
+        fs.fio_choice(_need(v, name), name, {x: x for x in values})
+        return {}
+    return apply
 
 
 def _refuse(why: str) -> Apply:
@@ -488,8 +482,8 @@ OPTIONS: tuple[FioOption, ...] = (
     _a("iodepth_batch_complete_max", "every completion there is reaped at once anyway"),
     _s("iodepth_low", "io_uring: the queue is refilled when it has drained to this", _int("iodepth_low")),
     _r("serialize_overlap", "overlapping I/Os in flight are not serialized"),
-    _s("io_submit_mode", "inline and offload: the job issues its own I/O, rates held by issue time",
-       _choice("io_submit_mode", {"inline": "inline", "offload": "offload"})),
+    _a("io_submit_mode", "inline and offload: the job issues its own I/O, and rates hold by issue time either way",
+       apply=_checked("io_submit_mode", ("inline", "offload"))),
     _s("size", "the region (bytes or a share of the target: 20%)", _size_or_pct("size_bytes", "size_pct")),
     _s("io_size", "bytes to move", _size("io_size_bytes"), aliases=("io_limit",)),
     _s("fill_device", "write until the target is full", _bool("fill_device"), aliases=("fill_fs",), flag=True),
@@ -527,7 +521,9 @@ OPTIONS: tuple[FioOption, ...] = (
     _s("nrfiles", "files per job on a directory", _int("nrfiles"), aliases=("nr_files",)),
     _a("openfiles", "a job keeps all its files open"),
     _s("file_service_type", "roundrobin, random, sequential (:N)", _file_service),
-    _s("fallocate", "how a new file gets its size", _fallocate),
+    _a("fallocate", "a new file is laid out by writing it (a preallocated one would read back as holes), or grows "
+                    "as it is written (fill_device)",
+       apply=_checked("fallocate", ("none", "native", "posix", "keep", "truncate", "0", "1"))),
     _s("fadvise_hint", "0, 1 (by rw), sequential, random", _fadvise),
     _s("fsync", "fsync after this many writes", _int("fsync_every")),
     _s("fdatasync", "fdatasync after this many writes", _int("fdatasync_every")),
@@ -536,7 +532,7 @@ OPTIONS: tuple[FioOption, ...] = (
     _s("direct", "O_DIRECT", _bool("direct"), flag=True),
     _s("atomic", "atomic writes (RWF_ATOMIC); refused where the target cannot", _bool("atomic"), flag=True),
     _s("buffered", "the page cache (buffered=1 is direct=0)", _bool("direct", invert=True), flag=True),
-    _s("overwrite", "write the file whole before a writing job", _bool("overwrite"), flag=True),
+    _a("overwrite", "a job's files are written whole before the jobs start anyway", flag=True),
     _s("loops", "runs of the job", _int("loops")),
     _s("numjobs", "clones running side by side, reported apart unless group_reporting", _numjobs),
     _s("startdelay", "a delay (or random delay in a range) before the job", _startdelay),
@@ -545,7 +541,8 @@ OPTIONS: tuple[FioOption, ...] = (
     _r("verify_only", "sdbench verifies what the same job wrote in the same run"),
     _s("ramp_time", "run this long before measuring", _time_s("ramp_time_s")),
     _s("ramp_size", "move this much before measuring", _size("ramp_size_bytes")),
-    _a("clocksource", "times come from the kernel's monotonic clock (clock_gettime)"),
+    _a("clocksource", "times come from the kernel's monotonic clock (clock_gettime)",
+       apply=_checked("clocksource", ("gettimeofday", "clock_gettime", "cpu"))),
     _s("mem", "buffers are page-aligned anonymous mappings whatever the type", _mem, aliases=("iomem",)),
     _a("iomem_align", "buffers are page aligned", aliases=("mem_align",)),
     # ---- verify
@@ -672,7 +669,7 @@ OPTIONS: tuple[FioOption, ...] = (
     _s("stonewall", "wait for the jobs before this one", _bool("stonewall"), aliases=("wait_for_previous",),
        flag=True),
     _s("new_group", "start a new reporting group", _bool("new_group"), flag=True),
-    _s("thread", "clones as threads (each job runs in a process of its own here either way)", _bool("thread"),
+    _a("thread", "each job runs in a process of its own here either way (the I/O and its timing are the same)",
        flag=True),
     _s("per_job_logs", "one log file per job", _bool("per_job_logs"), flag=True),
     _s("write_bw_log", "bandwidth log (name prefix)", _log_prefix("write_bw_log"), flag=True),
@@ -751,12 +748,12 @@ OPTIONS: tuple[FioOption, ...] = (
     # ---- engine options of the local engines
     _s("hipri", "polled completions; refused where the device cannot poll", _bool("hipri"), flag=True),
     _s("hipri_percentage", "pvsync2: 0 or 100 % polled", _hipri_pct),
-    _s("fixedbufs", "io_uring: registered buffers (registered where the kernel can anyway)", _bool("fixedbufs"),
-       flag=True),
-    _s("registerfiles", "io_uring: a registered file", _bool("registerfiles"), flag=True),
+    _a("fixedbufs", "the ring's buffers are registered wherever the kernel can (READV_FIXED, Linux 6.15)", flag=True),
+    _a("registerfiles", "the ring uses the job's descriptor as it is (registering it saves only a reference count "
+                        "per I/O)", flag=True),
     _s("sqthread_poll", "io_uring: kernel submission polling", _bool("sqthread_poll"), flag=True),
     _a("sqthread_poll_cpu", "the kernel's polling thread runs where the kernel puts it"),
-    _s("nonvectored", "the ring's reads and writes are vectored; the kernel treats both alike", _nonvectored),
+    _a("nonvectored", "the ring's reads and writes are vectored; the kernel moves the data alike"),
     _s("uncached", "buffered I/O that drops its pages (RWF_DONTCACHE)", lambda v, c: {
         "uncached": fs.fio_int(_need(v, "uncached"), "uncached") != 0}),
     _s("nowait", "RWF_NOWAIT", _bool("nowait"), flag=True),
@@ -816,7 +813,6 @@ FIO_DEFAULTS: dict[str, Any] = {
     "size_bytes": 0,            # the whole file or device
     "stonewall": False,         # jobs start together
     "fadvise_hint": "auto",     # fadvise_hint=1
-    "fallocate": "native",
     "error_dump": False,
 }
 

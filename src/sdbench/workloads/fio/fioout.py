@@ -149,15 +149,33 @@ def _dist(counts: np.ndarray) -> list[float]:
     return [100.0 * int(c) / total if total else 0.0 for c in counts]
 
 
+def mixed(r: Report) -> Report:
+    """The report with every direction summed as one, fio's unified_rw_reporting ("mixed")."""
+    st = r.stats
+    m = JobStats(st.start_ns, bw_ms=st.bw_ms, iops_ms=st.iops_ms)
+    m.measure_from, m.stop_ns = st.measure_from, st.stop_ns
+    both = DirStats()
+    for d in st.dirs.values():
+        both.merge(d)
+    if both.ios:
+        m.dirs["mixed"] = both
+    return Report(r.name, r.groupid, r.job, m, r.options, r.error, r.jobs, r.description)
+
+
 def job_json(r: Report, group_agg: dict[str, float], elapsed_s: int, plus: bool) -> dict[str, Any]:
     st, job = r.stats, r.job
     out: dict[str, Any] = {"jobname": r.name, "groupid": r.groupid, "error": r.error, "eta": _ETA_DONE,
                            "elapsed": elapsed_s}
     if r.options:
         out["job options"] = dict(r.options)
-    for kind in DIRECTIONS:
-        out[kind] = direction_json(r, kind, group_agg.get(kind, 0.0), plus)
+    if job.unified_rw_reporting == "mixed":
+        out["mixed"] = direction_json(mixed(r), "mixed", sum(group_agg.values()), plus)
+    else:
+        for kind in DIRECTIONS:
+            out[kind] = direction_json(r, kind, group_agg.get(kind, 0.0), plus)
     out["sync"] = {"total_ios": 0, "lat_ns": _empty_lat()}
+    if job.unified_rw_reporting == "both":
+        out["mixed"] = direction_json(mixed(r), "mixed", sum(group_agg.values()), plus)
     wall_ms = max(1, round((st.stop_ns - st.start_ns) / 1e6))
     out["job_runtime"] = wall_ms
     out["usr_cpu"] = 100.0 * st.cpu["usr_s"] * 1000 / wall_ms
@@ -272,8 +290,14 @@ def terse_lines(reports: list[Report], *, disks: list[Disk] | None = None, versi
     for r in reports:
         st = r.stats
         fields = [str(version), f"sdbench-{_version()}", r.name, str(r.groupid), str(r.error)]
-        for kind in ("read", "write"):
-            fields += _terse_dir(r, kind, aggs.get(r.groupid, {}).get(kind, 0.0))
+        agg = aggs.get(r.groupid, {})
+        if r.job.unified_rw_reporting == "mixed":
+            fields += _terse_dir(mixed(r), "mixed", sum(agg.values()))
+        else:
+            for kind in ("read", "write"):
+                fields += _terse_dir(r, kind, agg.get(kind, 0.0))
+        if r.job.unified_rw_reporting == "both":
+            fields += _terse_dir(mixed(r), "mixed", sum(agg.values()))
         wall_ms = max(1, round((st.stop_ns - st.start_ns) / 1e6))
         fields += [f"{100.0 * st.cpu['usr_s'] * 1000 / wall_ms:f}%", f"{100.0 * st.cpu['sys_s'] * 1000 / wall_ms:f}%",
                    str(int(st.cpu["ctx"])), str(int(st.cpu["majf"])), str(int(st.cpu["minf"]))]
@@ -324,8 +348,15 @@ def _bytes_iec(n: float) -> str:
     return f"{n}"
 
 
-def _rate(bytes_s: float) -> str:
-    """``58.7MiB/s (61.6MB/s)``."""
+def _rate(bytes_s: float, unit_base: int = 0) -> str:
+    """``58.7MiB/s (61.6MB/s)`` (``unit_base=1``: bits, ``62.3Mbit/s``)."""
+    if unit_base == 1:
+        v = bytes_s * 8
+        for u in ("bit/s", "kbit/s", "Mbit/s", "Gbit/s", "Tbit/s"):
+            if v < 1000 or u == "Tbit/s":
+                return f"{v:.3g}{u}" if v < 100 else f"{v:.0f}{u}"
+            v /= 1000
+        return f"{v}"
     def scale(v: float, base: int, units: tuple[str, ...]) -> str:
         for u in units:
             if v < 1000 or u == units[-1]:
@@ -356,20 +387,28 @@ def normal_report(reports: list[Report], *, disks: list[Disk] | None = None) -> 
         lines.append(f"{r.name}: (groupid={r.groupid}, jobs={r.jobs}): err={r.error:2d}: pid={os.getpid()}: {when}")
         if r.description:
             lines.append(f"  Description  : [{r.description}]")
-        for kind in DIRECTIONS:
-            d = st.dirs.get(kind)
+        sig = job.significant_figures
+        kinds: list[tuple[str, JobStats]] = []
+        if job.unified_rw_reporting != "mixed":
+            kinds += [(k, st) for k in DIRECTIONS]
+        if job.unified_rw_reporting != "none":
+            kinds.append(("mixed", mixed(r).stats))
+        for kind, kst in kinds:
+            d = kst.dirs.get(kind)
             if d is None or not d.ios:
                 continue
-            runt = _runtime_ms(st, d)
+            runt = _runtime_ms(kst, d)
             bps = 1000.0 * d.bytes / runt if runt else 0.0
             iops = 1000.0 * d.ios / runt if runt else 0.0
-            lines.append(f"  {kind}: IOPS={_num(iops)}, BW={_rate(bps)}({_bytes_iec(d.bytes)}/{runt}msec)")
+            lines.append(f"  {kind}: IOPS={_num(iops, sig)}, BW={_rate(bps, job.unit_base)}"
+                         f"({_bytes_iec(d.bytes)}/{runt}msec)")
             for name, h in (("slat", d.slat), ("clat", d.clat), (" lat", d.lat)):
                 if not h.n or (name == "slat" and job.disable_slat):
                     continue
                 unit, div = _lat_unit(h)
-                lines.append(f"    {name} ({unit}): min={_num((h.h.min_ns or 0) / div)}, max={_num((h.h.max_ns or 0) / div)}, "
-                             f"avg={h.mean / div:.2f}, stdev={h.stddev / div:.2f}")
+                lines.append(f"    {name} ({unit}): min={_num((h.h.min_ns or 0) / div, sig)}, "
+                             f"max={_num((h.h.max_ns or 0) / div, sig)}, avg={h.mean / div:.2f}, "
+                             f"stdev={h.stddev / div:.2f}")
             h = d.lat if job.lat_percentiles else d.clat
             if h.n and (job.clat_percentiles or job.lat_percentiles):
                 unit, div = _lat_unit(h)
@@ -378,13 +417,13 @@ def normal_report(reports: list[Report], *, disks: list[Disk] | None = None) -> 
                 for i in range(0, len(pct), 3):
                     cells = [f"{float(p):5.2f}th=[{int(v / div):7d}]" for p, v in pct[i:i + 3]]
                     lines.append("     | " + ", ".join(cells) + ("," if i + 3 < len(pct) else ""))
-            b = sample_stats(window_rates(d.bw, st.stop_ns, per_bytes=True) / 1024)
+            b = sample_stats(window_rates(d.bw, kst.stop_ns, per_bytes=True) / 1024)
             if b["samples"]:
                 agg = aggs.get(r.groupid, {}).get(kind, 0.0)
                 share = min(100.0, 100.0 * b["mean"] * 1024 / agg) if agg else 100.0
                 lines.append(f"   bw (  KiB/s): min={int(b['min'])}, max={int(b['max'])}, per={share:.2f}%, "
                              f"avg={b['mean']:.2f}, stdev={b['dev']:.2f}, samples={b['samples']}")
-                io = sample_stats(window_rates(d.iops, st.stop_ns, per_bytes=False))
+                io = sample_stats(window_rates(d.iops, kst.stop_ns, per_bytes=False))
                 lines.append(f"   iops        : min={int(io['min'])}, max={int(io['max'])}, avg={io['mean']:.2f}, "
                              f"stdev={io['dev']:.2f}, samples={io['samples']}")
         tables = st.latency_tables()

@@ -162,6 +162,7 @@ class LoopIO:
     stats: JobStats | None = None
     monitor: Any = None
     read_check: Any = None
+    backlog: Any = None
     prios: list[int] | None = None
     errors: list[BaseException] = field(default_factory=list)
     #: the I/O's plan entry in one lookup: (offset, size, kind code, fd)
@@ -500,6 +501,7 @@ def run_sync(io: LoopIO, w: Slot, nxt: Callable[[], int], errors: list[BaseExcep
     max_lat = [x * 1000 for x in job.max_latency_us]
     mon = io.monitor
     rcheck = io.read_check
+    backlog = io.backlog
     lat_a = {KIND_NAMES[c]: (w.lat[KIND_NAMES[c]].append, w.ends[KIND_NAMES[c]].append,
                              w.ks[KIND_NAMES[c]].append) for c in (READ, WRITE, TRIM)}
     left = FLUSH_EVERY
@@ -562,6 +564,8 @@ def run_sync(io: LoopIO, w: Slot, nxt: Callable[[], int], errors: list[BaseExcep
         if kind == WRITE:
             if written is not None:
                 written[(off - base) // bs_written] = 1
+            if backlog is not None:
+                backlog.wrote((off - base) // bs_written)
             writes_since += 1
             if fsync_every and writes_since % fsync_every == 0:
                 dev.sync(fd, False)

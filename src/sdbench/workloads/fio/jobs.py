@@ -202,15 +202,10 @@ class JobConfig:
     iodepth_batch_complete_min: int = opt(1, min=0, max=256, help="io_uring: completions waited for at a time")
     iodepth_low: int = opt(0, min=0, max=256, help="io_uring: refill the queue when it has drained to this (0: "
                                                    "refill at once)")
-    io_submit_mode: str = opt("inline", choices=("inline", "offload"),
-                              help="inline: the job submits its own I/O; offload: the same here (rates are held "
-                                   "by issue time either way)")
     ioengine: str = opt("auto", choices=tuple(IOENGINES),
                         help=f"psync (sync, pvsync...), io_uring (libaio, posixaio); auto: io_uring from iodepth "
                              f"{AUTO_QUEUED_MIN_IODEPTH}")
     hipri: bool = opt(False, help="polled completions (io_uring IOPOLL, pvsync2 RWF_HIPRI)")
-    fixedbufs: bool = opt(False, help="io_uring: registered buffers (sdbench registers them where the kernel can)")
-    registerfiles: bool = opt(False, help="io_uring: a registered file descriptor")
     sqthread_poll: bool = opt(False, help="io_uring: a kernel thread polls the submission queue")
     nowait: bool = opt(False, help="RWF_NOWAIT: fail instead of blocking (the failures count as errors)")
     uncached: bool = opt(False, help="buffered I/O that drops its pages after use (RWF_DONTCACHE, Linux 6.14)")
@@ -293,8 +288,6 @@ class JobConfig:
     exitall: bool = opt(False, help="when one job ends, stop the others (exit_what)")
     exit_what: str = opt("group", choices=("group", "stonewall", "all"), help="exitall: which jobs stop")
     exitall_on_error: bool = opt(False, help="when a job fails, stop the others")
-    thread: bool = opt(False, help="clones as threads rather than processes (each job runs in a process of its "
-                                   "own here either way)")
     stats: bool = opt(True, help="include the job in the reports")
     cpus_allowed: str = opt("", help="CPUs the job may run on, e.g. 0,2-3 ('' : any)")
     cpus_allowed_policy: str = opt("shared", choices=("shared", "split"),
@@ -383,14 +376,11 @@ class JobConfig:
     ignore_verify_errors: tuple[int, ...] = opt((), min=1, max=4095, help="errno values verify may fail with")
     error_dump: bool = opt(True, help="print every error, also those the job goes on after")
     # ---- files -------------------------------------------------------------------------------------------------
-    fallocate: str = opt("none", choices=("none", "native", "posix", "keep", "truncate"),
-                         help="directory targets: how a new file gets its size")
     create_on_open: bool = opt(False, help="directory targets: create files when the job opens them")
     create_only: bool = opt(False, help="directory targets: lay out the files and do no I/O")
     allow_file_create: bool = opt(True, help="directory targets: a file may be created (false: it must exist)")
     unlink: bool = opt(False, help="directory targets: remove the job's files when it ends")
     file_append: bool = opt(False, help="directory targets: the region starts at the end of the file")
-    overwrite: bool = opt(False, help="directory targets: write the file whole before a writing job")
 
     def __post_init__(self) -> None:
         if self.rw not in RW_MODES:

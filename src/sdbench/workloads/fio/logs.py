@@ -33,11 +33,23 @@ def log_paths(job: JobConfig, number: int) -> list[Path]:
         out.append(Path(f"{job.write_bw_log}_bw{suffix}"))
     if job.write_iops_log:
         out.append(Path(f"{job.write_iops_log}_iops{suffix}"))
+    if job.write_hist_log:
+        out.append(Path(f"{job.write_hist_log}_clat_hist{suffix}"))
     return out
 
 
 def wants_logs(job: JobConfig) -> bool:
-    return bool(job.write_lat_log or job.write_bw_log or job.write_iops_log)
+    return bool(job.write_lat_log or job.write_bw_log or job.write_iops_log or job.write_hist_log)
+
+
+def _plat_index(ns: np.ndarray) -> np.ndarray:
+    """fio's latency histogram bucket of each latency (the layout of :class:`~.stats.FioHist`)."""
+    from .stats import PLAT_BITS, PLAT_NR
+
+    v = np.maximum(ns.astype(np.int64), 0)
+    bl = np.frexp(v.astype(np.float64))[1].astype(np.int64)
+    shift = np.maximum(bl - 1 - PLAT_BITS, 0)
+    return np.minimum((1 << PLAT_BITS) * shift + (v >> shift), PLAT_NR - 1)
 
 
 def check_log_paths(jobs: list[JobConfig]) -> None:
@@ -92,7 +104,10 @@ def write_logs(job: JobConfig, number: int, stats: JobStats, *, epoch_offset_ns:
             cols = [ms, vals, np.full(ms.size, _DIR_CODE[kind]), r["size"]]
             if job.log_offset:
                 cols.append(r["offset"])
-            cols.append(r["prio"] if job.log_prio else np.zeros(ms.size, dtype=np.int64))
+            cols.append(r["prio"])
+            if job.log_issue_time:  # clat and slat logs: when the I/O was issued (ns since the job started)
+                cols.append(r["end"] - r["lat"] - t0 if value_of in ("clat", "slat")
+                            else np.zeros(ms.size, dtype=np.int64))
             rows.append(np.stack([np.asarray(c, dtype=np.int64) for c in cols], axis=1))
         if not rows:
             return []
@@ -130,9 +145,28 @@ def write_logs(job: JobConfig, number: int, stats: JobStats, *, epoch_offset_ns:
         rows.sort(key=lambda x: (x[0], x[1]))
         out = []
         for end_ms, d, vals in rows:
-            cols = [end_ms, *vals, d, 0] + ([0] if job.log_offset else []) + [0]
+            cols = [end_ms, *vals, d, 0] + ([0] if job.log_offset else []) + [0] + ([0] if job.log_issue_time else [])
             out.append(", ".join(str(c) for c in cols) + "\n")
         return out
+
+    def hist_lines() -> list[str]:
+        """One line per direction and log_hist_msec window: time, direction, 0, then the window's count in each
+        of fio's completion latency buckets."""
+        from .stats import PLAT_NR
+
+        if not job.log_hist_msec:
+            return []
+        step = job.log_hist_msec * 1_000_000
+        rows = []
+        for kind, r in recs.items():
+            idx = (r["end"] - t0) // step
+            plat = _plat_index(r["lat"] - r["slat"])
+            for w in np.unique(idx):
+                counts = np.bincount(plat[idx == w], minlength=PLAT_NR)
+                rows.append((int(w + 1) * job.log_hist_msec, _DIR_CODE[kind],
+                             ", ".join(map(str, counts.tolist()))))
+        rows.sort(key=lambda x: (x[0], x[1]))
+        return [f"{t}, {d}, 0, {bins}\n" for t, d, bins in rows]
 
     make = windowed if job.log_avg_msec else per_io
     if job.write_lat_log:
@@ -142,4 +176,6 @@ def write_logs(job: JobConfig, number: int, stats: JobStats, *, epoch_offset_ns:
         emit(Path(f"{job.write_bw_log}_bw{suffix}"), make("bw"))
     if job.write_iops_log:
         emit(Path(f"{job.write_iops_log}_iops{suffix}"), make("iops"))
+    if job.write_hist_log:
+        emit(Path(f"{job.write_hist_log}_clat_hist{suffix}"), hist_lines())
     return written

@@ -410,15 +410,15 @@ class IoPlan:
             if written >= physical:
                 break
             room = per_region
-            # first the previous region's share of rewrites (its invalidated blocks)...
+            # the previous region's share of rewrites (its invalidated blocks) and new blocks; with a device
+            # cache (spr_cs) the rewrites go after the new blocks, so the cache has flushed what they replace
             rew = pending[:room]
-            out.append(rew)
             room -= rew.size
-            # ...then new blocks
             take = fresh[used: used + room]
             used += take.size
-            out.append(take)
-            region_blocks = np.concatenate([rew, take])
+            parts = [take, rew] if job.spr_cs_bytes else [rew, take]
+            out += parts
+            region_blocks = np.concatenate(parts)
             written += region_blocks.size
             keep = rng.random(region_blocks.size) < invalid[r]
             pending = region_blocks[keep]

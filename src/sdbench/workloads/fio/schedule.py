@@ -409,7 +409,8 @@ def _record(target: Target, entries: list[Entry], scenario: str, warnings: list[
                                                iops_ms=e.job.iopsavgtime_ms)
                 g.measure_from = res.stats.measure_from
             g.merge(res.stats)
-        reported.setdefault(e.group, []).append(e)
+        if e.job.stats:  # stats=0: the job runs, fio leaves it out of the report
+            reported.setdefault(e.group, []).append(e)
     for gid, members in reported.items():
         grouped = any(m.job.group_reporting for m in members) and len(members) > 1
         if grouped:

@@ -60,6 +60,11 @@ class _Port:
     files: list[FilePort] = field(default_factory=list)
     on_close: Callable[[], None] | None = None
 
+    def sync(self) -> None:
+        """fsync the job's file(s) (fio's fsync_on_close)."""
+        for fd in [f.fd for f in self.files] or [self.fd]:
+            os.fsync(fd)
+
     def close(self) -> None:
         if self.owns_fd and not self.files:
             os.close(self.fd)
@@ -155,6 +160,27 @@ def check_atomic(job: JobConfig, path: str) -> None:
                            f"{have})")
 
 
+def check_hipri(job: JobConfig, path: str) -> None:
+    """hipri (polled completions): refused before any I/O unless the target is a block device whose queue polls."""
+    if not job.hipri:
+        return
+    import stat as stat_mod
+
+    st = os.stat(path)
+    poll = ""
+    if stat_mod.S_ISBLK(st.st_mode):
+        for q in (f"/sys/dev/block/{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}/queue/io_poll",
+                  f"/sys/dev/block/{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}/../queue/io_poll"):
+            try:
+                poll = open(q).read().strip()
+                break
+            except OSError:
+                continue
+    if poll != "1":
+        raise ConfigError(f"job {job.name}: hipri: {path} cannot poll for completions (a block device whose queue "
+                          f"has io_poll, e.g. NVMe with poll queues, can)")
+
+
 def _apply_hints(fd: int, job: JobConfig, length: int, base: int) -> None:
     """posix_fadvise by the job's pattern (fadvise_hint) and the write-life hint (write_hint)."""
     if job.fadvise_hint != "off":
@@ -203,6 +229,7 @@ def _device_port(target: LinuxBlockDevice, job: JobConfig, clone: int) -> _Port:
     if job.trims and target.read_only:
         raise ReadOnlyError(f"{target.path} is open read-only; trimming needs allow_write (--allow-write)")
     check_atomic(job, target.path)
+    check_hipri(job, target.path)
     if job.nrfiles > 1:
         raise ConfigError(f"job {job.name}: nrfiles = {job.nrfiles} needs a directory target (--dir); a device is "
                           f"one file")
@@ -329,6 +356,7 @@ def _dir_port(target: DirTarget, job: JobConfig, clone: int) -> _Port:
                                             extra_flags=flags)
             direct_all = direct_all and direct
             check_atomic(job, host)
+            check_hipri(job, host)
             align = target.direct_align_bytes
             if direct and (job.min_bs % align or off % align):
                 os.close(fd)

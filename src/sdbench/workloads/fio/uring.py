@@ -428,6 +428,7 @@ class UringEngine(IoEngineOps):
         cur_prio = -1
         mon = io.monitor if io.monitor is not None else Monitor(job, now())
         rcheck = io.read_check
+        backlog = io.backlog
         max_lat = [x * 1000 for x in job.max_latency_us]
         # iovecs for every size a slot may move: its buffers' prefixes
         size_set = sorted({fixed_size} if fixed_size else {int(x) for x in np.unique(np.frombuffer(sizes, dtype=np.int64))})
@@ -466,6 +467,8 @@ class UringEngine(IoEngineOps):
                                        f"{limit / 1000:.0f} µs")
             if written is not None and kind == WRITE:
                 written[(offs[kk % n] - base) // (fixed_size or job.bs_for("write"))] = 1
+            if backlog is not None and kind == WRITE:
+                backlog.wrote((offs[kk % n] - base) // (fixed_size or job.bs_for("write")))
             if rcheck is not None and kind == READ:
                 rcheck.check(views[s][npool][:size], offs[kk % n])
             if pacer is not None:

@@ -15,6 +15,7 @@ same blocks took 0.4-0.6 s.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -160,3 +161,39 @@ class ReadCheck:
 
     def report(self) -> dict[str, Any]:
         return verify_report(self.job, self.checked, self.bad, self.step)
+
+
+class Backlog:
+    """fio's verify_backlog: every ``verify_backlog`` writes, the blocks written since are read back and checked
+    (outside the job's figures); a checked block leaves the record of blocks for the final verify, so each is
+    checked once unless written again."""
+
+    def __init__(self, job: JobConfig, bs: int, run_id: int, read: Callable[[int, int], bytes | memoryview],
+                 written: bytearray | None) -> None:
+        self.mode, self.pattern, self.step = verify_mode(job, bs)
+        self.job, self.bs, self.run_id, self.read, self.written = job, bs, run_id, read, written
+        self.every = job.verify_backlog
+        self.pending: list[int] = []
+        self.checked = 0
+        self.bad: list[int] = []
+
+    def wrote(self, block: int) -> None:
+        self.pending.append(block)
+        if len(self.pending) >= self.every:
+            self.check()
+
+    def check(self) -> None:
+        for block in sorted(set(self.pending)):
+            data = self.read(block * self.bs, self.bs)
+            found = check_blocks(data, self.step, block * self.bs, self.run_id, mode=self.mode, pattern=self.pattern)
+            self.checked += 1
+            if found:
+                if self.job.verify_dump:
+                    dump_blocks(self.job, data, self.step, block * self.bs, found, self.pattern)
+                self.bad += found
+                if self.job.verify_fatal:
+                    raise VerifyError(f"verify failed: {self.job.name}: block at byte {found[0]} is corrupted "
+                                      f"(verify_backlog, verify_fatal)")
+            if self.written is not None:
+                self.written[block] = 0
+        self.pending.clear()
