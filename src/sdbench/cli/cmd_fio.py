@@ -33,7 +33,7 @@ from ..media.linux import LinuxBlockDevice
 from ..media.realtarget import open_device
 from ..options import from_mapping, to_mapping
 from ..output_files import check_writable_output, write_atomically
-from ..records import Results, RunRecord
+from ..records import RunRecord
 from ..workloads import fio as fiomod
 from ..workloads.fio import fioout
 from ..workloads.fio.blockport import job_region

@@ -18,7 +18,6 @@ import shutil
 import json
 import sys
 import time
-from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
@@ -32,7 +31,7 @@ from ..fs.hostdir import DirTarget, open_directory
 from ..media.linux import LinuxBlockDevice
 from ..media.realtarget import open_device
 from .grant import write_grant
-from ..options import from_mapping, to_mapping
+from ..options import from_mapping
 from ..records import MIB, Results, RunRecord
 from ..workloads import fio as fiomod
 from ..workloads.fio.presets import CdmConfig

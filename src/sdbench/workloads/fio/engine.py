@@ -23,7 +23,7 @@ import resource
 import select
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,7 +38,7 @@ from .buffers import WriteBuffers
 from .ioengine import (PROCESS_MIN_IODEPTH, Control, EngineFlags, IoEngineOps, LoopIO, PsyncEngine, Slot,
                        flush_into, io_failed, rw_flags)
 from .jobs import AUTO_QUEUED_MIN_IODEPTH, IOENGINES, JobConfig
-from .pacing import FlowTable, Monitor, Pacer, RateTooLow, sleep_wall
+from .pacing import FlowCell, Monitor, Pacer, RateTooLow, sleep_wall
 from .plan import IoPlan, PassIO, command_prios, io_amount, pool_count, pool_seed
 from .results import JobResult, LoopResult
 from .stats import JobStats
@@ -124,7 +124,7 @@ class JobContext:
     (randrepeat=0) and statistics set-up."""
     clone: int = 0
     control: Control | None = None
-    flow: FlowTable | None = None
+    flow: FlowCell | None = None
     run_seed: int = 0
     keep_logs: bool = False
     #: called once the job is set up, just before its clock starts (the run lines up jobs that start together)
@@ -497,8 +497,8 @@ def run_job(target: Target, job: JobConfig, *, progress: ProgressFn | None = Non
             else:
                 port.sync()
         port.close()
-        if ctx.flow is not None and job.flow:
-            ctx.flow.register(job.flow_id, -job.flow)  # the others no longer wait for this job's share
+        if ctx.flow is not None:
+            ctx.flow.leave()
     cpu1 = _cpu_now()
     stats.cpu = {"usr_s": cpu1[0] - cpu0[0], "sys_s": cpu1[1] - cpu0[1], "ctx": cpu1[2] - cpu0[2],
                  "majf": cpu1[3] - cpu0[3], "minf": cpu1[4] - cpu0[4]}

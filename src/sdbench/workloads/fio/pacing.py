@@ -44,36 +44,60 @@ class RateTooLow(SdbenchError):
 
 
 class FlowTable:
-    """Flow counters shared by the jobs' processes: per flow id, the I/Os of the flow and its total weight.
-    An anonymous shared mapping made before the jobs fork; updates are plain stores (a lost increment between
-    two processes only makes the split a hair less exact)."""
+    """Flow counters shared by the jobs' processes, in an anonymous shared mapping made before they fork: one
+    cell per job (its flow id, its weight, its I/Os), written only by that job, so no count is lost when two
+    processes update at once; a flow's count and weight are the sums over its jobs' cells."""
 
-    SLOTS = 64
-    _REC = struct.Struct("<qq")
+    CELLS = 1024
+    _REC = struct.Struct("<qqq")
 
     def __init__(self) -> None:
-        self.map = mmap.mmap(-1, self.SLOTS * self._REC.size)
-        self.ids: dict[int, int] = {}
+        self.map = mmap.mmap(-1, self.CELLS * self._REC.size)
+        self.used = 0
 
-    def slot(self, flow_id: int) -> int:
-        if flow_id not in self.ids:
-            if len(self.ids) >= self.SLOTS:
-                raise SdbenchError(f"at most {self.SLOTS} flow ids in one run")
-            self.ids[flow_id] = len(self.ids)
-        return self.ids[flow_id]
+    def join(self, flow_id: int, weight: int) -> "FlowCell":
+        """A job's cell (before the jobs start)."""
+        if self.used >= self.CELLS:
+            raise SdbenchError(f"at most {self.CELLS} jobs with flow in one run")
+        cell = FlowCell(self, self.used, flow_id)
+        self.used += 1
+        self._REC.pack_into(self.map, cell.index * self._REC.size, flow_id, weight, 0)
+        return cell
 
-    def register(self, flow_id: int, weight: int) -> None:
-        """Add a job's weight to its flow (before the jobs start)."""
-        s = self.slot(flow_id)
-        count, total = self._REC.unpack_from(self.map, s * self._REC.size)
-        self._REC.pack_into(self.map, s * self._REC.size, count, total + weight)
+    def totals(self, flow_id: int) -> tuple[int, int]:
+        """I/Os and weight of the flow's jobs."""
+        count = weight = 0
+        for i in range(self.used):
+            fid, w, n = self._REC.unpack_from(self.map, i * self._REC.size)
+            if fid == flow_id:
+                count += n
+                weight += w
+        return count, weight
 
-    def read(self, s: int) -> tuple[int, int]:
-        return self._REC.unpack_from(self.map, s * self._REC.size)
 
-    def bump(self, s: int) -> None:
-        count, total = self._REC.unpack_from(self.map, s * self._REC.size)
-        self._REC.pack_into(self.map, s * self._REC.size, count + 1, total)
+@dataclass
+class FlowCell:
+    """One job's cell of a :class:`FlowTable`."""
+    table: FlowTable
+    index: int
+    flow_id: int
+
+    def state(self) -> tuple[int, int, int]:
+        """This job's I/Os, the flow's I/Os and the flow's weight."""
+        t = self.table
+        mine = t._REC.unpack_from(t.map, self.index * t._REC.size)[2]
+        return (mine, *t.totals(self.flow_id))
+
+    def bump(self) -> None:
+        t, at = self.table, self.index * self.table._REC.size
+        fid, w, n = t._REC.unpack_from(t.map, at)
+        t._REC.pack_into(t.map, at, fid, w, n + 1)
+
+    def leave(self) -> None:
+        """The job ended: the others no longer wait for its share."""
+        t, at = self.table, self.index * self.table._REC.size
+        fid, w, n = t._REC.unpack_from(t.map, at)
+        t._REC.pack_into(t.map, at, fid, 0, n)
 
 
 @dataclass
@@ -88,7 +112,7 @@ class Pacer:
     rates).  ``now`` reads the job's clock; ``wait_until`` sleeps on it (or advances a virtual clock)."""
 
     def __init__(self, job: JobConfig, now: Callable[[], int], wait_until: Callable[[int], None], *,
-                 share: float = 1.0, flow: FlowTable | None = None, seed: int = 0) -> None:
+                 share: float = 1.0, flow: FlowCell | None = None, seed: int = 0) -> None:
         self.job, self.now, self.wait_until = job, now, wait_until
         self.rate = _Rate()
         self.active = False
@@ -109,16 +133,14 @@ class Pacer:
         self.think_count = 0
         self.iotime_ns = int(job.thinktime_iotime_s * 1e9)
         self.io_since: int | None = None
-        self.flow = flow
-        self.flow_slot = flow.slot(job.flow_id) if flow is not None and job.flow else -1
-        self.flow_count = 0
+        self.flow = flow if job.flow else None
         self.flow_sleep_ns = (job.flow_sleep_us or 1000) * 1000
         self.min_cycle_ns = job.rate_cycle_ms * 1_000_000
         self.mins = [(job.rate_min_bytes_s[d] * share, job.rate_iops_min[d] * share) for d in range(3)]
         self.check_min = any(b or i for b, i in self.mins)
         self.cycle_start = 0
         self.cycle = [[0, 0], [0, 0], [0, 0]]  # bytes, ios per direction in the current cycle
-        self.enabled = self.active or self.think or self.flow_slot >= 0 or self.check_min
+        self.enabled = self.active or self.think or self.flow is not None or self.check_min
         #: the job's deadline (a list the engine shares): no wait goes past it
         self.deadline = [1 << 63]
 
@@ -138,7 +160,7 @@ class Pacer:
     # ---- before an I/O -------------------------------------------------------------------------------------
     def before(self, kind: int, size: int) -> None:
         """Wait until the I/O may be issued (``kind``: 0 read, 1 write, 2 trim, fio's numbering)."""
-        if self.flow_slot >= 0:
+        if self.flow is not None:
             self._flow()
         if self.active:
             r = self.rate
@@ -159,12 +181,11 @@ class Pacer:
 
     def _flow(self) -> None:
         assert self.flow is not None
-        s, w = self.flow_slot, self.job.flow
+        w = self.job.flow
         while True:
-            count, total = self.flow.read(s)
-            if count == 0 or total == 0 or self.flow_count / count <= w / total:
-                self.flow.bump(s)
-                self.flow_count += 1
+            mine, count, total = self.flow.state()
+            if count == 0 or total == 0 or mine / count <= w / total:
+                self.flow.bump()
                 return
             if not self._wait(self.now() + self.flow_sleep_ns):
                 return
@@ -415,4 +436,4 @@ def sleep_wall(until_ns: int) -> None:
         time.sleep(min(left / 1e9, 0.1))
 
 
-__all__ = ["FlowTable", "LatencyTarget", "Monitor", "Pacer", "RateTooLow", "SteadyState", "sleep_wall"]
+__all__ = ["FlowCell", "FlowTable", "LatencyTarget", "Monitor", "Pacer", "RateTooLow", "SteadyState", "sleep_wall"]

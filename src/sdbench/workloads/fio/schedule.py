@@ -37,7 +37,7 @@ from .blockport import clock_fields
 from .engine import JobContext, die_with_parent, preflight, run_job
 from .ioengine import Control
 from .jobs import JobConfig
-from .pacing import FlowTable
+from .pacing import FlowCell, FlowTable
 from .procsetup import apply_process_settings, check_process_settings, needs_process
 from .results import JobResult, job_rows
 from .stats import JobStats
@@ -58,6 +58,7 @@ class Entry:
     result: JobResult | None = None
     error: str = ""
     control: Control | None = None
+    flow: FlowCell | None = None    # its cell of the run's flow table
     pid: int = 0
     rfd: int = -1
     buf: bytearray = field(default_factory=bytearray)
@@ -115,7 +116,7 @@ def run_fio(target: Target, jobs: Sequence[JobConfig], *, scenario: str = "fio",
     if flow is not None:
         for e in entries:
             if e.job.flow:
-                flow.register(e.job.flow_id, e.job.flow)
+                e.flow = flow.join(e.job.flow_id, e.job.flow)
     run_seed = random.SystemRandom().getrandbits(62)
     phases: dict[int, int] = {}
     for e in entries:
@@ -126,10 +127,10 @@ def run_fio(target: Target, jobs: Sequence[JobConfig], *, scenario: str = "fio",
         _note_serial(entries, target, warnings)
     start_ns = time.perf_counter_ns()
     if fork:
-        _run_forked(target, entries, flow, run_seed, progress, before_verify, keep_logs)
+        _run_forked(target, entries, run_seed, progress, before_verify, keep_logs)
     else:
         for e in entries:
-            ctx = JobContext(e.clone, None, flow, run_seed, keep_logs)
+            ctx = JobContext(e.clone, None, e.flow, run_seed, keep_logs)
             if e.job.startdelay_s:
                 _delay(e, target, run_seed)
             try:
@@ -209,7 +210,7 @@ def _send(fd: int, msg: tuple[Any, ...]) -> None:
         view = view[n:]
 
 
-def _child(target: Target, e: Entry, wfd: int, flow: FlowTable | None, run_seed: int,
+def _child(target: Target, e: Entry, wfd: int, run_seed: int,
            before_verify: Callable[[], None] | None, keep_logs: bool) -> None:
     code = 0
     try:
@@ -234,7 +235,7 @@ def _child(target: Target, e: Entry, wfd: int, flow: FlowTable | None, run_seed:
             _send(wfd, ("r", None))
         else:
             res = run_job(target, e.job, progress=progress, before_verify=before_verify,
-                          ctx=JobContext(e.clone, control, flow, run_seed, keep_logs, ready))
+                          ctx=JobContext(e.clone, control, e.flow, run_seed, keep_logs, ready))
             _send(wfd, ("r", res))
     except SdbenchError as err:
         _send(wfd, ("e", str(err)))
@@ -249,7 +250,7 @@ def _child(target: Target, e: Entry, wfd: int, flow: FlowTable | None, run_seed:
         os._exit(code)
 
 
-def _run_forked(target: Target, entries: list[Entry], flow: FlowTable | None, run_seed: int,
+def _run_forked(target: Target, entries: list[Entry], run_seed: int,
                 progress: ProgressFn | None, before_verify: Callable[[], None] | None, keep_logs: bool) -> None:
     pending = list(entries)
     running: list[Entry] = []
@@ -273,7 +274,7 @@ def _run_forked(target: Target, entries: list[Entry], flow: FlowTable | None, ru
                     if w and finished_names.get(w, 0) < total_clones.get(w, 0):
                         continue
                     pending.remove(e)
-                    _start(target, e, flow, run_seed, before_verify, keep_logs)
+                    _start(target, e, run_seed, before_verify, keep_logs)
                     running.append(e)
                     if e.job.startdelay_s:
                         e.alone = True
@@ -328,13 +329,13 @@ def _release(e: Entry) -> None:
                 x.released = True
 
 
-def _start(target: Target, e: Entry, flow: FlowTable | None, run_seed: int,
+def _start(target: Target, e: Entry, run_seed: int,
            before_verify: Callable[[], None] | None, keep_logs: bool) -> None:
     rfd, wfd = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(rfd)
-        _child(target, e, wfd, flow, run_seed, before_verify, keep_logs)
+        _child(target, e, wfd, run_seed, before_verify, keep_logs)
     os.close(wfd)
     e.pid, e.rfd = pid, rfd
 

@@ -66,7 +66,7 @@ class FioHist:
         if ns.size:
             self.h.record_many(ns)
             f = ns.astype(np.float64)
-            self.sumsq += float(np.dot(f, f))
+            self.sumsq += float(np.square(f).sum())  # not np.dot: BLAS would wake its thread pool
 
     def merge(self, other: "FioHist") -> None:
         self.h.merge(other.h)
@@ -270,14 +270,18 @@ class JobStats:
         d = self.dir(kind)
         d.ios += int(ends.size)
         d.bytes += int(sizes.sum()) if isinstance(sizes, np.ndarray) else int(sizes) * int(ends.size)
-        d.lat.add(lat)
+        if slat is None:  # completion latency is the whole latency: one histogram made, counted twice
+            h = FioHist()
+            h.add(lat)
+            d.lat.merge(h)
+            d.clat.merge(h)
+        else:
+            d.lat.add(lat)
         self.lat_table += np.bincount(np.searchsorted(LAT_EDGES_NS, lat, side="right"),
                                       minlength=self.lat_table.size)[: self.lat_table.size]
         if slat is not None:
             d.slat.add(slat)
             d.clat.add(lat - slat)
-        else:
-            d.clat.add(lat)
         for w in (d.bw, d.iops, d.sec):
             assert w is not None
             w.add(ends, sizes)
