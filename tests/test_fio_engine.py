@@ -405,7 +405,7 @@ def test_deep_queues_spread_over_processes_and_cover_every_block_once(tmp_path):
 
 
 def test_sequential_mix_is_fios_rw():
-    """rw (fio's readwrite): blocks in order, each a read with rwmixread % probability; fio's spellings map."""
+    """rw (fio's readwrite): blocks in order, rwmixread % of them reads; fio's spellings map."""
     from sdbench.workloads.fio.fiofile import build_run, parse_ini
     from sdbench.workloads.fio.jobs import job_from_mapping
     from sdbench.workloads.fio.plan import block_order, op_kinds

@@ -607,7 +607,8 @@ OPTIONS: tuple[FioOption, ...] = (
     _r("dp_scheme", _NVME),
     _r("lockmem", "sdbench does not pin memory away from the system"),
     # ---- mixes, priorities, pacing
-    _s("rwmixread", "share of reads in rw and randrw", _int("rwmixread")),
+    _s("rwmixread", "share of reads in rw and randrw: exact in each pass of the region, at random places "
+       "(fio draws each I/O)", _int("rwmixread")),
     _s("rwmixwrite", "share of writes in rw and randrw", _rwmixwrite),
     _r("rwmixcycle", "deprecated in fio"),
     _s("comm", "name of the job's process", _str("comm")),

@@ -66,12 +66,19 @@ def block_order(job: JobConfig, nblocks: int, loop: int) -> array.array | range:
     return a
 
 
+def mix_kinds(rng: np.random.Generator, n: int, read_pct: float) -> np.ndarray:
+    """Directions of ``n`` I/Os of a mixed job (1 read, 0 write): ``read_pct`` % of them reads, rounded, at
+    random places -- the share asked for exactly, even in a short pass (fio draws each I/O's direction)."""
+    k = np.zeros(n, dtype=np.uint8)
+    k[rng.permutation(n)[:round(n * read_pct / 100)]] = 1
+    return k
+
+
 def op_kinds(job: JobConfig, nblocks: int, loop: int) -> bytes:
     """Per op 1 = read, 0 = write (one byte for a job that only reads or only writes)."""
     if job.rw not in ("rw", "randrw"):
         return b"\x01" if job.reads else b"\x00"
-    rng = np.random.default_rng([job.seed, loop, 0x0F11])
-    return (rng.random(nblocks) * 100 < job.rwmixread).astype(np.uint8).tobytes()
+    return mix_kinds(np.random.default_rng([job.seed, loop, 0x0F11]), nblocks, job.rwmixread).tobytes()
 
 
 @dataclass
@@ -205,7 +212,7 @@ class IoPlan:
             n = region // self.fixed_bs
             if mix:
                 rng = self._rng(loop, p, f, 0x0F11)
-                kinds = (rng.random(n) * 100 < job.rwmixread).astype(np.uint8).tobytes()
+                kinds = mix_kinds(rng, n, job.rwmixread).tobytes()
             else:
                 kinds = bytes([{"read": 1, "write": 0, "trim": 2}[(job.directions or ("read",))[0]]])
             return n, None, kinds
@@ -215,7 +222,7 @@ class IoPlan:
         while total < region:
             m = _DRAW_CHUNK
             if mix:
-                k = (rng.random(m) * 100 < job.rwmixread).astype(np.uint8)
+                k = mix_kinds(rng, m, job.rwmixread)
             else:
                 k = np.full(m, {"read": 1, "write": 0, "trim": 2}[(job.directions or ("read",))[0]], dtype=np.uint8)
             s = np.empty(m, dtype=np.int64)

@@ -431,7 +431,8 @@ class UringEngine(IoEngineOps):
         backlog = io.backlog
         max_lat = [x * 1000 for x in job.max_latency_us]
         # iovecs for every size a slot may move: its buffers' prefixes
-        size_set = sorted({fixed_size} if fixed_size else {int(x) for x in np.unique(np.frombuffer(sizes, dtype=np.int64))})
+        size_set = sorted({fixed_size} if fixed_size
+                          else {int(x) for x in np.unique(np.frombuffer(sizes, dtype=np.int64))})
         r_iov = [{sz: _iovec(lib, views[s][npool][:sz]) for sz in size_set} for s in range(nslots)]
         w_iov = [[{sz: _iovec(lib, views[s][j][:sz]) for sz in size_set} for j in range(npool)] for s in range(nslots)]
         free = list(range(nslots))
