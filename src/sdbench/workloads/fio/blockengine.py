@@ -133,15 +133,14 @@ class BlockEngine:
         self.backlog = Backlog(job, self.block, run_id,
                                lambda off, n: self.dev.read(port.first_lba + off // ss, n // ss), self.written) \
             if job.verify_backlog and self.written is not None else None
-        self._job_stats: JobStats | None = None
         self._pass: tuple[int, Any] | None = None
 
     def now(self) -> int:
         return self.dev.clock.now_ns()
 
-    def pass_io(self, loop: int) -> Any:
-        if self._pass is None or self._pass[0] != loop:
-            self._pass = (loop, self.plan.pass_io(loop))
+    def pass_io(self, loop: int, window: int = 0) -> Any:
+        if self._pass is None or self._pass[0] != (loop, window):
+            self._pass = ((loop, window), self.plan.pass_io(loop, window=window))
         return self._pass[1]
 
     def close(self) -> None:
@@ -150,8 +149,9 @@ class BlockEngine:
     def run_loop(self, loop: int, progress: ProgressFn | None, label: str, stats: JobStats, timer: Any,
                  ios_left: int) -> LoopResult:
         job, dev = self.job, self.dev
+        nwin = self.plan.windows()
         p = self.pass_io(loop)
-        total = min(io_amount(job, p), ios_left)
+        total = min(io_amount(job, p, self.plan.pass_ios if nwin > 1 else 0), ios_left)
         start = self.now()
         deadline = timer.begin(start)
         ls = JobStats(start, bw_ms=job.bwavgtime_ms, iops_ms=job.iopsavgtime_ms, keep_logs=stats.logs is not None)
@@ -160,15 +160,42 @@ class BlockEngine:
         pacer = Pacer(job, self.now, dio.wait_until, flow=getattr(self.ctx, "flow", None), seed=job.seed)
         pacer.start(start)
         pacer.deadline = [deadline]
+        mon = Monitor(job, start)
+        control = getattr(self.ctx, "control", None)
+        self.slot.reset()
+        done, window = 0, 0
+        while True:  # the pass, or its windows in turn
+            take = total if nwin == 1 else min(len(p), total - done)
+            self._run_pass(p, take, done, total, pacer, mon, ls, dio, start, progress, label)
+            done += take
+            if nwin == 1 or done >= total or self.now() >= deadline or mon.ended \
+                    or (control is not None and control.stopped):
+                break
+            window = (window + 1) % nwin
+            p = self.pass_io(loop, window)
+        if mon.active:
+            mon.report_into(ls)
+        if job.writes and job.fsync_on_end:
+            dev.sync()   # the device's fdatasync: a cache writes its dirty blocks, a bridge drains
+        stop = self.now()
+        if progress is not None:
+            progress(label, 1.0)
+        ls.stop_ns = stop
+        stats.merge(ls)
+        stats.stop_ns = max(stats.stop_ns, stop)
+        return LoopResult.of(start, stop, ls)
+
+    def _run_pass(self, p: Any, total: int, before: int, loop_total: int, pacer: Pacer, mon: Monitor,
+                  ls: JobStats, dio: "_DeviceIO", start: int, progress: ProgressFn | None, label: str) -> None:
+        """``total`` I/Os of pass (or window) ``p``; ``before`` I/Os of the loop ran before it."""
+        job, dev = self.job, self.dev
         io = LoopIO(job, -1, p, self.npool, self.run_id, total, pacer.deadline, self.written, fast=False,
                     buffers=self.buffers, pacer=pacer if pacer.enabled else None,
                     control=getattr(self.ctx, "control", None), region=self.port.length,
                     base=self.port.first_lba * dev.geometry.sector_size, rw_flags=rw_flags(job), stats=ls,
                     read_check=self.read_check, backlog=self.backlog)
         io.flush = lambda slot: flush_into(ls, None, p, io.base, job, slot)
-        mon = Monitor(job, start)
         io.monitor = mon if mon.active else None
-        self.slot.reset()
         errors: list[BaseException] = []
         counter = iter(range(total)) if total < (1 << 62) else _count()
         nxt = counter.__next__
@@ -184,7 +211,8 @@ class BlockEngine:
                 report_at = time.monotonic() + _PROGRESS_EVERY_S
                 t = self.now()
                 frac_t = (t - start) / 1e9 / job.runtime_s if job.runtime_s > 0 else 0.0
-                progress(label, min(frac_t if job.time_based else max(k / max(min(total, 1 << 62), 1), frac_t), 1.0))
+                frac_n = (before + k) / max(min(loop_total, 1 << 62), 1)
+                progress(label, min(frac_t if job.time_based else max(frac_n, frac_t), 1.0))
             if job.time_based and k and k % len(p) == 0 and self.now() == start:
                 self.port.warnings.append(f"job {job.name}: the clock of {dev.kind} did not move over the region; "
                                           f"time_based stopped after one pass")
@@ -196,17 +224,6 @@ class BlockEngine:
             io.flush(self.slot)
         if errors:
             raise errors[0]
-        if io.monitor is not None:
-            io.monitor.report_into(ls)
-        if job.writes and job.fsync_on_end:
-            dev.sync()   # the device's fdatasync: a cache writes its dirty blocks, a bridge drains
-        stop = self.now()
-        if progress is not None:
-            progress(label, 1.0)
-        ls.stop_ns = stop
-        stats.merge(ls)
-        stats.stop_ns = max(stats.stop_ns, stop)
-        return LoopResult.of(start, stop, ls)
 
     def verify(self, progress: ProgressFn | None) -> dict[str, Any]:
         """Read back every written block through the device and check it (outside the job time)."""

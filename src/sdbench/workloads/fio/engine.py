@@ -114,6 +114,8 @@ def preflight(target: Target, job: JobConfig, clone: int = 0) -> None:
     try:
         if not isinstance(port, BlockPort):
             check_engine(job, pick_ioengine(job)[0].name)
+        files = getattr(port, "files", None)
+        IoPlan(job, port.length, files=[(f.base, f.length) for f in files] if files else None)  # its limits
     finally:
         port.close()
 
@@ -210,22 +212,25 @@ class _Engine:
             return 1
         return self.ops.processes(self.job, _cpus())
 
-    def pass_io(self, loop: int) -> PassIO:
+    def pass_io(self, loop: int, window: int = 0) -> PassIO:
         # a plain pass is the same every loop for a sequential job: made once
-        key = loop if self.job.random or self.plan.files or not self.plan.fixed_bs else 0
+        key = (loop if self.job.random or self.plan.files or not self.plan.fixed_bs else 0, window)
         if self._pass is None or self._pass[0] != key:
-            self._pass = (key, self.plan.pass_io(loop))
+            self._pass = (key, self.plan.pass_io(loop, window=window))
         return self._pass[1]
 
     def run_loop(self, loop: int, progress: ProgressFn | None, label: str, stats: JobStats,
                  timer: JobTimer, ios_left: int) -> LoopResult:
+        """One loop: a pass (or as many as io_size or the time ask for), window after window when the pass is
+        made in windows."""
         job, port = self.job, self.port
         for s in self.slots:
             s.reset()
         if job.reads and not port.direct and job.invalidate:
             port.drop()
+        nwin = self.plan.windows()
         p = self.pass_io(loop)
-        total = min(io_amount(job, p), ios_left)
+        total = min(io_amount(job, p, self.plan.pass_ios if nwin > 1 else 0), ios_left)
         start = time.perf_counter_ns()
         dl = [timer.begin(start)]
         ls = JobStats(start, bw_ms=job.bwavgtime_ms, iops_ms=job.iopsavgtime_ms, ramp_end_ns=stats.measure_from,
@@ -239,16 +244,35 @@ class _Engine:
             pacer.deadline = dl
             if not pacer.enabled:
                 pacer = None
+        mon = Monitor(job, start)
+        done, window = 0, 0
+        while True:
+            take = total if nwin == 1 else min(len(p), total - done)
+            self._run_pass(p, take, dl, ls, pacer, mon if mon.active else None, start, progress, label)
+            done += take
+            if nwin == 1 or done >= total or time.perf_counter_ns() >= dl[0] or mon.ended \
+                    or (self.ctx.control is not None and self.ctx.control.stopped):
+                break
+            window = (window + 1) % nwin
+            p = self.pass_io(loop, window)
+        if mon.active:
+            mon.report_into(ls)
+        return self._end_loop(start, ls, stats)
+
+    def _run_pass(self, p: PassIO, total: int, dl: list[int], ls: JobStats, pacer: Pacer | None, mon: Any,
+                  start: int, progress: ProgressFn | None, label: str) -> None:
+        """``total`` I/Os of pass (or window) ``p``, measured into ``ls``."""
+        job, port = self.job, self.port
         io = LoopIO(job, port.fd, p, self.npool, self.run_id, total, dl, self.written, first=0, step=1,
                     fast=self.fast, fds=[f.fd for f in port.files] if port.files else (), buffers=self.buffers,
                     pacer=pacer, control=self.ctx.control, region=port.length, base=port.base,
                     rw_flags=rw_flags(job), stats=ls, read_check=self.read_check, prios=command_prios(job, p),
                     backlog=self.backlog)
-        mon = Monitor(job, start)
-        io.monitor = mon if mon.active else None
+        io.monitor = mon
         nproc = self.processes()
         if nproc > 1:
-            return self._run_loop_forked(nproc, io, start, progress, label, ls)
+            self._run_loop_forked(nproc, io, start, progress, label, ls)
+            return
         import threading
         lock = threading.Lock() if self.ops.name == "psync" and job.iodepth > 1 else None
         io.flush = lambda slot: flush_into(ls, lock, p, port.base, job, slot, io.prios)
@@ -264,9 +288,6 @@ class _Engine:
             raise
         except OSError as e:  # outside any one I/O: setting the engine up
             raise io_failed(job, e) from None
-        if io.monitor is not None:
-            io.monitor.report_into(ls)
-        return self._end_loop(start, ls, stats)
 
     def _end_loop(self, start: int, ls: JobStats, stats: JobStats) -> LoopResult:
         """fdatasync a job that wrote (inside its time), then the loop's result."""
@@ -289,7 +310,7 @@ class _Engine:
         return LoopResult.of(start, stop, ls)
 
     def _run_loop_forked(self, nproc: int, io: LoopIO, start: int, progress: ProgressFn | None,
-                         label: str, ls: JobStats) -> LoopResult:
+                         label: str, ls: JobStats) -> None:
         """The loop's slots spread over ``nproc`` forked processes: process p takes I/O numbers p, p + nproc,
         ... (the same sequence of blocks, interleaved) with slots p, p + nproc, ..., and sends what it measured
         back through a pipe."""
@@ -348,9 +369,6 @@ class _Engine:
             raise BlockDeviceError(f"job {job.name}: I/O failed: {failed}")
         for _, own in results:
             ls.merge(own)
-        return self._end_loop(start, ls, self._job_stats)
-
-    _job_stats: JobStats
 
     def verify(self, progress: ProgressFn | None) -> dict[str, Any]:
         """Read back every written block and check it (untimed): its trailer, or its pattern."""
@@ -466,8 +484,6 @@ def run_job(target: Target, job: JobConfig, *, progress: ProgressFn | None = Non
     ramp_ns = int(job.ramp_time_s * 1e9)
     stats = JobStats(start, bw_ms=job.bwavgtime_ms, iops_ms=job.iopsavgtime_ms, ramp_end_ns=start + ramp_ns,
                      ramp_bytes=job.ramp_size_bytes, keep_logs=ctx.keep_logs)
-    if isinstance(engine, _Engine):
-        engine._job_stats = stats
     timer = JobTimer(int((job.runtime_s + job.ramp_time_s) * 1e9) if job.runtime_s > 0 else None, ramp_ns, stats,
                      start_at=start_at)
     ios_left = job.number_ios or sys.maxsize

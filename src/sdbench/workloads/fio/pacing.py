@@ -415,6 +415,11 @@ class Monitor:
         return done
 
     @property
+    def ended(self) -> bool:
+        """The job is done: steady, or its latency target found."""
+        return bool((self.lt is not None and self.lt.done) or (self.ss is not None and self.ss.attained))
+
+    @property
     def depth(self) -> int | None:
         return self.lt.qd if self.lt is not None else None
 

@@ -20,6 +20,14 @@ patterns follow fio's options:
   ``zoneskip`` bytes; several files (``nrfiles``) are served in turn, at random
   or one after another (``file_service_type``).
 
+A pass over a big region (a whole card or disk in small blocks) is not held
+at once: a single-size, single-file job whose pattern needs no memory of the
+I/Os before (sequential, fio's random map, uniform draws) makes it in
+windows of :data:`WINDOW_IOS` I/Os (:meth:`IoPlan.windows`); the random
+map's order over such a region is then a keyed permutation computed per
+window (:func:`permuted`).  Any other pattern is refused beyond
+:data:`MAX_PASS_IOS` I/Os, before the run starts, rather than filling memory.
+
 Both engines draw from the same seeds, so a job visits the same blocks in the
 same order with the same data on a descriptor and on a generic block device.
 """
@@ -43,6 +51,37 @@ READ, WRITE, TRIM = 1, 0, 2
 KIND_NAMES = {READ: "read", WRITE: "write", TRIM: "trim"}
 #: I/Os generated at a time when a pass's size is found by drawing (several block sizes)
 _DRAW_CHUNK = 1 << 16
+#: I/Os of a pass made at a time when the pass is longer (8 MiB of offsets)
+WINDOW_IOS = 1 << 20
+#: the longest pass made whole (patterns that cannot be made in windows): about 64 MiB of offsets
+MAX_PASS_IOS = 1 << 23
+
+
+def permuted(n: int, key: tuple[int, ...], idx: np.ndarray) -> np.ndarray:
+    """Entries ``idx`` of a permutation of ``range(n)`` chosen by ``key``, without making the whole permutation:
+    a four-round Feistel network over the smallest even power of two >= n, walking the cycle until it lands
+    below n (a bijection of range(n), whatever the key)."""
+    half = max(1, ((max(n - 1, 1)).bit_length() + 1) // 2)
+    mask = np.uint64((1 << half) - 1)
+    keys = np.random.default_rng(list(key) + [0xFE15]).integers(0, 1 << 62, size=4, dtype=np.uint64)
+
+    def rounds(x: np.ndarray) -> np.ndarray:
+        left, right = x >> np.uint64(half), x & mask
+        for k in keys:
+            h = (right ^ k) * np.uint64(0x9E3779B97F4A7C15)  # splitmix64's mixer
+            h ^= h >> np.uint64(31)
+            h *= np.uint64(0xBF58476D1CE4E5B9)
+            h ^= h >> np.uint64(29)
+            left, right = right, left ^ (h & mask)
+        return (left << np.uint64(half)) | right
+
+    with np.errstate(over="ignore"):
+        out = rounds(idx.astype(np.uint64))
+        out_of_range = np.nonzero(out >= np.uint64(n))[0]
+        while out_of_range.size:
+            out[out_of_range] = rounds(out[out_of_range])
+            out_of_range = out_of_range[out[out_of_range] >= np.uint64(n)]
+    return out.astype(np.int64)
 
 
 def pool_count(bs: int) -> int:
@@ -126,6 +165,41 @@ class IoPlan:
             if n < (self.fixed_bs or job.max_bs):
                 raise ConfigError(f"job {job.name}: a region of {n} B is smaller than one block")
         self._sizes = lens
+        #: the pass's I/Os, or for several block sizes at most that many
+        pairs = job.rw in ("trimwrite", "randtrimwrite")  # each block trimmed, then written
+        self.pass_ios = sum(n // (self.fixed_bs or job.min_bs) for n in lens) * (2 if pairs else 1)
+        if self.pass_ios > MAX_PASS_IOS and not self.windowable:
+            raise ConfigError(
+                f"job {job.name}: one pass over its {sum(lens)} B is {self.pass_ios} I/Os, more than sdbench "
+                f"holds at once ({MAX_PASS_IOS}) for {self._unwindowable()}; give it a smaller size (size=, "
+                f"offset=, filesize=) or bigger blocks")
+
+    @property
+    def windowable(self) -> bool:
+        """The pass can be made in windows: one size, one file, and a pattern without memory of earlier I/Os."""
+        return not self._unwindowable()
+
+    def _unwindowable(self) -> str:
+        """Why the pass cannot be made in windows ('' when it can)."""
+        job = self.job
+        if not self.fixed_bs:
+            return "several block sizes"
+        if self.files is not None:
+            return "several files"
+        if job.sprandom:
+            return "sprandom"
+        if job.random and (job.random_distribution != "random" or job.percentage_random < 100
+                           or job.rw_random_run):
+            return "this random pattern"
+        if not job.random and job.rw_skip_bytes:
+            return "sequential I/O with a skip"
+        return ""
+
+    def windows(self) -> int:
+        """Windows a pass is made in (1: the pass is made whole)."""
+        if self.pass_ios <= WINDOW_IOS or not self.windowable:
+            return 1
+        return -(-self.pass_ios // WINDOW_IOS)
 
     # ---- what the engines ask ------------------------------------------------------------------------------
     @property
@@ -133,8 +207,11 @@ class IoPlan:
         """One size, one file, the order fio's defaults give: the engines' fast loops can run it."""
         return bool(self.fixed_bs) and self.files is None
 
-    def pass_io(self, loop: int = 0, p: int = 0) -> PassIO:
+    def pass_io(self, loop: int = 0, p: int = 0, window: int = 0) -> PassIO:
+        """One pass (or its window ``window`` of :meth:`windows`)."""
         job = self.job
+        if self.windows() > 1:
+            return self._window(loop, p, window)
         if self.files is None:
             offs, sizes, kinds = self._one(self.region, loop, p, 0)
             return PassIO(_as_array(offs + self.base), kinds, self.fixed_bs,
@@ -178,6 +255,35 @@ class IoPlan:
             left[f] -= take
             f = (f + 1) % nf
         return np.array(out, dtype=np.int64)
+
+    def _window(self, loop: int, p: int, window: int) -> PassIO:
+        """I/Os ``window * WINDOW_IOS ...`` of a pass that :meth:`windowable` allows to make in windows."""
+        job, bs, region = self.job, self.fixed_bs, self.region
+        pairs = job.rw in ("trimwrite", "randtrimwrite")
+        nblocks = self.pass_ios // 2 if pairs else self.pass_ios
+        per = WINDOW_IOS // 2 if pairs else WINDOW_IOS
+        idx = np.arange(window * per, min(nblocks, (window + 1) * per), dtype=np.int64)
+        key = (self.seed, loop, self.clone, p)
+        if not job.random:
+            offs = idx * bs
+        else:
+            unit = job.blockalign_bytes or bs
+            nunits = max(1, (region - bs) // unit + 1)
+            if unit == bs and (not job.norandommap or job.random_generator == "lfsr"):
+                offs = permuted(nunits, key, idx) * unit  # fio's random map: every block once per pass
+            else:
+                rng = np.random.default_rng([*key, window, 0x0F13])
+                offs = rng.integers(0, nunits, size=idx.size, dtype=np.int64) * unit
+        if job.zonemode == "strided":
+            offs = self._strided(offs, region)
+        if pairs:
+            offs = np.repeat(offs, 2)
+            kinds = bytes([2, 0])
+        elif job.rw in ("rw", "randrw"):
+            kinds = mix_kinds(np.random.default_rng([*key, window, 0x0F11]), idx.size, job.rwmixread).tobytes()
+        else:
+            kinds = bytes([{"read": 1, "write": 0, "trim": 2}[(job.directions or ("read",))[0]]])
+        return PassIO(_as_array(offs + self.base), kinds, bs)
 
     # ---- one region ----------------------------------------------------------------------------------------
     def _rng(self, loop: int, p: int, f: int, tag: int) -> np.random.Generator:
@@ -435,14 +541,15 @@ class IoPlan:
         return offs, None, b"\x00"
 
 
-def io_amount(job: JobConfig, p: PassIO) -> int:
-    """I/Os of one loop: one pass, io_size's worth, or without limit (time based)."""
+def io_amount(job: JobConfig, p: PassIO, pass_ios: int = 0) -> int:
+    """I/Os of one loop: one pass, io_size's worth, or without limit (time based).  ``p`` is the pass, or for a
+    pass made in windows its first window and ``pass_ios`` the whole pass's I/Os."""
     if job.time_based:
         return sys.maxsize
-    n = len(p)
+    n = pass_ios or len(p)
     if not job.io_size_bytes:
         return n
-    pass_bytes = p.nbytes()
+    pass_bytes = n * p.size if pass_ios else p.nbytes()
     if not pass_bytes:
         return n
     full, rest = divmod(job.io_size_bytes, pass_bytes)
