@@ -65,9 +65,17 @@ def test_raw_write_to_a_mounted_loop_device_is_refused(mounted, tmp_path, capsys
 def test_write_outside_the_loop_device_is_refused(loopdev, capsys):
     dev, img = loopdev
     before = hashlib.sha256(img.read_bytes()).hexdigest()
-    rc = main(["fio", "--device", dev, "--rw", "write", "--offset", "31M", "--size", "2M", "--allow-write", "--yes"])
+    rc = main(["fio", "--device", dev, "--rw", "write", "--offset", "33M", "--allow-write", "--yes"])
     err = capsys.readouterr().err
     assert rc == 2 and "too small" in err and err.count("\n") == 1
+    # a region that runs past the end stops there, as fio's does, and says so: nothing outside is written
+    head = hashlib.sha256(img.read_bytes()[:31 * MIB]).hexdigest()
+    rc = main(["fio", "--device", dev, "--rw", "write", "--offset", "31M", "--size", "2M", "--allow-write", "--yes",
+               "--no-save"])
+    err = capsys.readouterr().err
+    assert rc == 0 and "goes past the end" in err
+    assert hashlib.sha256(img.read_bytes()[:31 * MIB]).hexdigest() == head and img.stat().st_size == 32 * MIB
+    before = hashlib.sha256(img.read_bytes()).hexdigest()
     d = LinuxBlockDevice(dev, allow_write=True, offset_bytes=31 * MIB)
     with pytest.raises(SdbenchError):
         d.write(d.geometry.sector_count, bytes(512))
@@ -79,7 +87,8 @@ def test_fio_verify_on_a_loop_device(loopdev, tmp_path, capsys):
     dev, _ = loopdev
     out = tmp_path / "v.json"
     rc = main(["fio", "--device", dev, "--rw", "randwrite", "--bs", "4k", "--size", "4M", "--iodepth", "4",
-               "--verify", "crc32c", "--allow-write", "--yes", "-q", "--json", str(out)])
+               "--ioengine=io_uring", "--direct=1", "--verify", "crc32c", "--allow-write", "--yes", "-q", "--json",
+               str(out)])
     assert rc == 0, capsys.readouterr().err
     rec = Results.from_json(out.read_text()).runs[0]
     assert rec.metadata["verify"]["job"]["ok"] and rec.metadata["verify"]["job"]["checked_blocks"] == 1024

@@ -1,4 +1,5 @@
-"""Real media: ``sdbench fio``, ``sdbench stream``, ``sdbench preset cdm|a1|sdfat``, ``sdbench info``.
+"""Real media: ``sdbench stream``, ``sdbench preset cdm|a1|sdfat``, ``sdbench info`` (``sdbench fio``:
+:mod:`.cmd_fio`).
 
 Targets: ``--device PATH`` (a block device or an image file, O_DIRECT) or
 ``--dir PATH`` (a directory on a mounted filesystem).  Writing to a device
@@ -14,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import json
-from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
@@ -30,7 +30,7 @@ from ..media.realtarget import open_device
 from .formats import md_table as _md_table
 from .grant import write_grant
 from .params import size_option
-from ..options import from_mapping, to_mapping
+from ..options import from_mapping
 from ..progress import Progress
 from ..records import MIB, Results, RunRecord
 from ..workloads import fio as fiomod
@@ -61,16 +61,6 @@ class _Progress(Progress):
 
     def __init__(self, enabled: bool, description: str = "") -> None:
         super().__init__(None, description, enabled=enabled, fraction=True)
-
-
-def print_fio_table(rec: RunRecord) -> None:
-    rows = []
-    for r in rec.rows:
-        m = rec.metadata.get("rows", {}).get(r.label, {})
-        lat = m.get("lat", {})
-        rows.append([r.label, r.op, r.mib_s, m.get("iops"), lat.get("mean_us"), lat.get("p50_us"), lat.get("p99_us"),
-                     lat.get("p99_9_us"), lat.get("max_us"), m.get("ops")])
-    _md_table(None, ["Row", "Op", "MiB/s", "IOPS", "Mean µs", "p50 µs", "p99 µs", "p99.9 µs", "Max µs", "Ops"], rows)
 
 
 def print_cdm_table(rec: RunRecord) -> None:
@@ -227,72 +217,6 @@ def register(app: typer.Typer) -> None:
     save_opt = typer.Option(True, "--save/--no-save", help="Save the run in the results database.")
     drop_opt = typer.Option(False, "--drop-caches", help="With --dir and root: sync and drop the kernel caches "
                                                          "before reads.")
-
-    @app.command("fio")
-    def fio_cmd(
-        device: Optional[str] = dev_opt, directory: Optional[str] = dir_opt,
-        job_file: Optional[Path] = typer.Option(None, "--job", help="Job file: fio's INI format (*.fio, *.ini, "
-                                                                    "*.job) or TOML (docs/real-media.md)."),
-        fio_json_path: Optional[Path] = typer.Option(None, "--fio-json", help="Also write the results as fio's "
-                                                                             "JSON output (--output-format=json)."),
-        name: Optional[str] = typer.Option(None, "--name", help="Job name."),
-        rw: Optional[str] = typer.Option(None, "--rw", help="read, write, randread, randwrite, rw or randrw."),
-        bs: Optional[str] = typer.Option(None, "--bs", help="Bytes per I/O, e.g. 4k, 1M (default 4k)."),
-        size: Optional[str] = typer.Option(None, "--size", help="Region size, e.g. 64M (0: to the end of "
-                                                                "--device)."),
-        offset: Optional[str] = typer.Option(None, "--offset", help="Start of the region."),
-        iodepth: Optional[int] = typer.Option(None, "--iodepth", help="I/Os in flight (threads)."),
-        direct: Optional[bool] = typer.Option(None, "--direct/--buffered",
-                                              help="O_DIRECT required / page cache (default: O_DIRECT where "
-                                                   "possible)."),
-        runtime_s: Optional[float] = typer.Option(None, "--runtime-s", help="Stop after this many seconds."),
-        time_based: Optional[bool] = typer.Option(None, "--time-based", help="Repeat until --runtime-s."),
-        loops: Optional[int] = typer.Option(None, "--loops", help="Run each job this many times."),
-        rwmixread: Optional[int] = typer.Option(None, "--rwmixread", help="Percent reads in rw and randrw."),
-        verify: Optional[str] = typer.Option(None, "--verify", help="none or crc32c."),
-        seed: Optional[int] = typer.Option(None, "--seed", help="Seed for offsets and data."),
-        allow_write: bool = aw_opt, yes: bool = yes_opt, json_path: Optional[Path] = json_opt,
-        db: Optional[Path] = db_opt, save: bool = save_opt,
-        quiet: bool = quiet_opt, keep: bool = keep_opt, drop_caches: bool = drop_opt,
-    ) -> None:
-        """fio-like jobs: MiB/s, IOPS and latency percentiles (µs) per job and direction."""
-        _check_store(db, save)
-        for out in (json_path, fio_json_path):
-            if out is not None:
-                check_writable_output(out)
-        cli = {"name": name, "rw": rw, "bs_bytes": _parse_size_opt(bs, "--bs"),
-               "size_bytes": _parse_size_opt(size, "--size"), "offset_bytes": _parse_size_opt(offset, "--offset"),
-               "iodepth": iodepth, "direct": direct, "runtime_s": runtime_s, "time_based": time_based,
-               "loops": loops, "rwmixread": rwmixread, "verify": verify, "seed": seed}
-        overrides = {k: v for k, v in cli.items() if v is not None}
-        if job_file is not None:
-            jobs = [fiomod.job_from_mapping({**to_mapping(j), **overrides}, f"{job_file.name}:{j.name}")
-                    for j in fiomod.load_job_file(job_file)]
-        else:
-            jobs = [fiomod.job_from_mapping(overrides, "options")]
-        writes = any(j.writes for j in jobs)
-        lo = min(j.offset_bytes for j in jobs)
-        window = None
-        if device is not None and all(j.size_bytes for j in jobs):
-            # the device window covers exactly the jobs' regions: nothing outside can be touched
-            window = max(j.offset_bytes + j.size_bytes // j.bs_bytes * j.bs_bytes for j in jobs) - lo
-        target = open_target(device, directory, writes=writes, allow_write=allow_write, yes=yes,
-                             offset_bytes=lo if device is not None else 0, size_bytes=window, direct=direct,
-                             drop_caches=drop_caches)
-        if device is not None and lo:
-            jobs = [replace(j, offset_bytes=j.offset_bytes - lo) for j in jobs]
-        prog = _Progress(not quiet)
-        try:
-            rec = fiomod.run_jobs(target, jobs, progress=prog, identity=_identity(device))
-        finally:
-            prog.close()
-            _close(target, keep)
-        print_fio_table(rec)
-        if fio_json_path is not None:
-            from .. import __version__
-
-            write_atomically(fio_json_path, json.dumps(fiomod.fio_json(rec, __version__), indent=2) + "\n")
-        _finish(rec, json_path, quiet, db if save else False)
 
     @app.command("stream")
     def stream_cmd(

@@ -107,8 +107,10 @@ def _name(fmt: Any) -> str:
     return "md" if fmt is None else str(getattr(fmt, "value", fmt))
 
 
-def md_table(title: str | None, headers: list[str], rows: list[list[Any]], numbers: bool = True) -> None:
-    """Print a Markdown table with aligned columns (numbers right-aligned unless ``numbers`` is False)."""
+def md_table(title: str | None, headers: list[str], rows: list[list[Any]], numbers: bool = True,
+             echo: bool = True) -> str:
+    """A Markdown table with aligned columns (numbers right-aligned unless ``numbers`` is False), printed unless
+    ``echo`` is False; returns its text."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
@@ -121,7 +123,10 @@ def md_table(title: str | None, headers: list[str], rows: list[list[Any]], numbe
     # render without colour or padding lines, so the table pastes into Markdown as it is
     buf = io.StringIO()
     Console(file=buf, width=250, color_system=None, highlight=False).print(t)
-    typer.echo("\n".join(line.rstrip() for line in buf.getvalue().splitlines() if line.strip()))
+    text = "\n".join(line.rstrip() for line in buf.getvalue().splitlines() if line.strip())
+    if echo:
+        typer.echo(text)
+    return text
 
 
 def _cell(x: Any) -> str:

@@ -333,10 +333,12 @@ class DirTarget(FileSystem):
             raise FileSystemError(f"{path}: '..' is not allowed (files stay inside {self.root})")
         return str(self.root.joinpath(*parts)) if parts else str(self.root)
 
-    def open_fd(self, path: str, *, write: bool, direct: bool, create: bool = False) -> tuple[int, bool]:
-        """Open a descriptor for a benchmark loop; returns (fd, O_DIRECT in effect)."""
+    def open_fd(self, path: str, *, write: bool, direct: bool, create: bool = False,
+                extra_flags: int = 0) -> tuple[int, bool]:
+        """Open a descriptor for a benchmark loop; returns (fd, O_DIRECT in effect).  ``extra_flags``: more open
+        flags (O_SYNC, O_DSYNC)."""
         host = self.host_path(path)
-        flags = (os.O_RDWR if write else os.O_RDONLY) | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+        flags = (os.O_RDWR if write else os.O_RDONLY) | os.O_CLOEXEC | (os.O_CREAT if create else 0) | extra_flags
         if create and not os.path.exists(host):
             self.created.add(host)
         use_direct = direct and bool(self.direct_align_bytes)

@@ -314,12 +314,13 @@ class LinuxBlockDevice(BlockDevice):
             self._local.buf = None
         self._close_fd()
 
-    def reopen_fd(self, *, direct: bool) -> int:
-        """A second descriptor on the same target with/without O_DIRECT (caller closes it).
+    def reopen_fd(self, *, direct: bool, extra_flags: int = 0) -> int:
+        """A second descriptor on the same target with/without O_DIRECT (caller closes it); ``extra_flags``:
+        more open flags (O_SYNC, O_DSYNC).
 
         Never O_EXCL: this object's own descriptor already holds the claim.
         """
-        flags = self._flags & ~os.O_EXCL
+        flags = (self._flags & ~os.O_EXCL) | extra_flags
         try:
             return os.open(self.path, flags | (os.O_DIRECT if direct else 0))
         except OSError as e:

@@ -33,16 +33,19 @@ and checked on its own (corruption, lost writes, misplaced blocks).
 
 The modules, each depending only on those listed before it:
 
-- ``jobs``: :class:`JobConfig`, fio-style sizes, TOML job files;
+- ``jobs``: :class:`JobConfig` (every option, declared once), sizes, TOML job files;
+- ``fiosyntax``, ``fiooptions``, ``fiofile``: fio's value syntax, its option table, its job files and command line;
 - ``verify``: CRC-32C, the block trailer, checking blocks read back;
 - ``blockport``: a job's region on a generic BlockDevice, checked before any I/O; records' clock fields;
-- ``target``: a device or directory target turned into a descriptor + region (or a block port);
-- ``results``: per-loop figures, rows and their metadata;
-- ``plan``: block order, read/write mix and write buffers, the same for both engines;
-- ``blockengine``: the one-request-at-a-time loop on a generic BlockDevice and its verify;
-- ``ioengine``: the I/O engines' ops interface and capability flags, psync's threads;
-- ``uring``: the io_uring engine;
-- ``engine``: the descriptor engine (picks the I/O engine, forks), :func:`run_job`, :func:`run_jobs`;
+- ``target``: a device or directory target turned into descriptors + regions (or a block port);
+- ``plan``: offsets, sizes and directions of every I/O, the same for every engine;
+- ``buffers``: what writes carry; ``stats``: what a job measured; ``pacing``: rates, think time, flow, targets;
+- ``results``: loops, job results, rows and their metadata;
+- ``ioengine``: the I/O engines' ops interface and capability flags, psync's threads, the general loop;
+- ``uring``: the io_uring engine; ``blockengine``: a generic BlockDevice, one request at a time;
+- ``engine``: one job (picks the I/O engine, forks deep queues), :func:`run_job`;
+- ``procsetup``, ``schedule``: a job's process settings; jobs side by side, :func:`run_jobs`;
+- ``fioout``, ``logs``: fio's JSON, json+, normal and terse outputs, and its log files;
 - ``sdfat``: SdFat's bench;
 - ``presets``: CrystalDiskMark-style, the A1 sniff test (and SdFat's bench, re-exported).
 """
@@ -52,20 +55,24 @@ from __future__ import annotations
 # _fill_random (used by the stream workload), _Engine and _update_py (tests).
 from .blockengine import BlockEngine, block_run_id
 from .blockport import BlockPort, clock_fields, open_block_port
-from .engine import _Engine, run_job, run_jobs
-from .jobs import RW_MODES, JobConfig, job_from_mapping, load_job_file, parse_fio_ini, parse_size
+from .engine import _Engine, run_job
+from .fiofile import FioJob, FioRun, load_fio_file, load_job_file, parse_argv, parse_fio_ini, read_run
+from .jobs import RW_MODES, JobConfig, job_from_mapping, parse_size
+from .schedule import FioOutcome, run_fio, run_jobs
 from .presets import A1_RAND_READ_IOPS, A1_RAND_WRITE_IOPS, A1_SEQ_WRITE_KIB_S, CDM_TESTS, a1_jobs, run_a1, run_cdm
 from .sdfat import SDFAT_BUF_BYTES, SDFAT_FILE_BYTES, run_sdfat, sdfat_pattern
-from .results import JobResult, LoopResult, fio_json, job_rows, op_summary
+from .results import JobResult, LoopResult, job_rows, op_summary
 from .target import ProgressFn, Target, _fill_random, dir_file_name, lay_out_file
 from .verify import (TRAILER_BYTES, VERIFY_MAGIC, VerifyError, _update_py, check_blocks, crc32c, crc32c_rows,
                      stamp_block, verify_failures)
 
 __all__ = [
     "A1_RAND_READ_IOPS", "A1_RAND_WRITE_IOPS", "A1_SEQ_WRITE_KIB_S", "BlockEngine", "BlockPort", "CDM_TESTS",
-    "JobConfig", "JobResult", "LoopResult", "ProgressFn", "RW_MODES", "SDFAT_BUF_BYTES", "SDFAT_FILE_BYTES",
+    "FioJob", "FioOutcome", "FioRun", "JobConfig", "JobResult", "LoopResult", "ProgressFn", "RW_MODES",
+    "SDFAT_BUF_BYTES", "SDFAT_FILE_BYTES",
     "TRAILER_BYTES", "Target", "VERIFY_MAGIC", "VerifyError", "a1_jobs", "block_run_id", "check_blocks",
     "clock_fields", "crc32c", "crc32c_rows", "dir_file_name", "job_from_mapping", "job_rows", "lay_out_file",
-    "fio_json", "load_job_file", "op_summary", "open_block_port", "parse_fio_ini", "parse_size", "run_a1", "run_cdm", "run_job", "run_jobs",
-    "run_sdfat", "sdfat_pattern", "stamp_block", "verify_failures",
+    "load_fio_file", "load_job_file", "op_summary", "open_block_port", "parse_argv", "parse_fio_ini", "parse_size",
+    "read_run",
+    "run_a1", "run_cdm", "run_fio", "run_job", "run_jobs", "run_sdfat", "sdfat_pattern", "stamp_block", "verify_failures",
 ]

@@ -44,15 +44,38 @@ def check_block_region(dev: BlockDevice, offset_bytes: int, size_bytes: int, uni
                           f"{dev.kind}")
 
 
-def open_block_port(dev: BlockDevice, job: JobConfig) -> BlockPort:
-    bs = job.bs_bytes
-    size = job.size_bytes or (dev.geometry.size_bytes - job.offset_bytes) // bs * bs
-    check_block_region(dev, job.offset_bytes, size, bs, what=f"job {job.name}",
-                       reads=job.reads or job.verify != "none", writes=job.writes)
+def job_region(job: JobConfig, target_bytes: int, clone: int = 0, *, cap: bool = False) -> tuple[int, int]:
+    """(offset, size) of a clone's region in a target of ``target_bytes``: shares of the target resolved, the
+    clone's increment added.  ``cap``: a size past the end of the target is cut there, as fio cuts it (otherwise
+    it stays, and the target is too small)."""
+    align = job.offset_align_bytes or job.min_bs
+    off = job.offset_bytes
+    if job.offset_pct:
+        off = int(target_bytes * job.offset_pct / 100) // align * align
+    inc = job.offset_increment_bytes
+    if job.offset_increment_pct:
+        inc = int(target_bytes * job.offset_increment_pct / 100) // align * align
+    off += clone * inc
+    size = job.size_bytes
+    if job.size_pct:
+        size = int(target_bytes * job.size_pct / 100) // job.min_bs * job.min_bs
+    if job.fill_device or not size:
+        size = max(0, target_bytes - off)
+    if cap:
+        size = max(0, min(size, target_bytes - off))
+    return off, size
+
+
+def open_block_port(dev: BlockDevice, job: JobConfig, clone: int = 0) -> BlockPort:
+    off, size = job_region(job, dev.geometry.size_bytes, clone)
+    bs = job.min_bs
+    size = size // bs * bs
+    check_block_region(dev, off, size, bs, what=f"job {job.name}",
+                       reads=job.reads or job.verify != "none", writes=job.writes or job.trims)
     warnings = []
     if job.iodepth > 1:
         warnings.append(f"job {job.name}: iodepth {job.iodepth} on {dev.kind}: requests are served one at a time")
-    return BlockPort(dev, job.offset_bytes // dev.geometry.sector_size, size // bs * bs, warnings)
+    return BlockPort(dev, off // dev.geometry.sector_size, size, warnings)
 
 
 def clock_fields(target: Any) -> dict[str, str]:

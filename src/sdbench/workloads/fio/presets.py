@@ -97,6 +97,20 @@ def _prefill(target: Target, size_bytes: int, offset_bytes: int, progress: Progr
         run_job(target, job, progress=progress)
 
 
+def run_loops(target: Target, job: JobConfig, progress: ProgressFn | None = None) -> JobResult:
+    """CrystalDiskMark's loops: each loop of ``job`` a run of its own, with ``runtime_s`` as its limit (a job's
+    runtime covers all its loops), gathered into one result."""
+    one = replace(job, loops=1)
+    results = [run_job(target, one, progress=progress) for _ in range(job.loops)]
+    first = results[0]
+    assert first.stats is not None
+    for r in results[1:]:
+        assert r.stats is not None
+        first.stats.merge(r.stats)
+        first.loops += r.loops
+    return replace(first, job=job)
+
+
 def _mb_s(row: Row) -> float:
     return row.bytes / 1e6 / (row.time_ms / 1e3) if row.time_ms > 0 else 0.0
 
@@ -105,26 +119,32 @@ def _mix_row(res: JobResult, label: str) -> tuple[Row, dict[str, Any]]:
     """One row for a read/write mix, one figure as CrystalDiskMark shows a mix: the bytes of both directions over
     the best loop's time, MB/s; the metadata has the read share counted from the ops and each direction's figures."""
     job = res.job
-    both = [lp.ops["read"] + lp.ops["write"] for lp in res.loops]
+    both = [lp.ops.get("read", 0) + lp.ops.get("write", 0) for lp in res.loops]
+    moved = [lp.bytes.get("read", 0) + lp.bytes.get("write", 0) for lp in res.loops]
     best = max(range(len(res.loops)), key=lambda i: both[i] / max(res.loops[i].duration_ns, 1))
-    row = make_row(label, job.rw, both[best] * job.bs_bytes, [res.loops[best].duration_ns], unit="MB/s",
-                   value_fn=_mb_s)
-    hist = LatencyHistogram()
-    for lp in res.loops:
-        hist.record_many(lp.lat["read"])
-        hist.record_many(lp.lat["write"])
-    reads, ops = sum(lp.ops["read"] for lp in res.loops), sum(both)
+    row = make_row(label, job.rw, moved[best], [res.loops[best].duration_ns], unit="MB/s", value_fn=_mb_s)
+    hist = LatencyHistogram(6)
+    stats = res.stats
+    assert stats is not None
+    for kind in ("read", "write"):
+        d = stats.dirs.get(kind)
+        if d is not None:
+            hist.merge(d.lat.h)
+    reads, ops = sum(lp.ops.get("read", 0) for lp in res.loops), sum(both)
     total_s = sum(lp.duration_ns for lp in res.loops) / 1e9
-    loops = [{"ops": n, "read_ops": lp.ops["read"], "write_ops": lp.ops["write"], "duration_s": lp.duration_ns / 1e9,
-              "mib_s": n * job.bs_bytes / MIB / (lp.duration_ns / 1e9) if lp.duration_ns else 0.0,
-              "iops": n / (lp.duration_ns / 1e9) if lp.duration_ns else 0.0} for n, lp in zip(both, res.loops)]
+    nbytes = sum(moved)
+    loops = [{"ops": n, "read_ops": lp.ops.get("read", 0), "write_ops": lp.ops.get("write", 0),
+              "duration_s": lp.duration_ns / 1e9,
+              "mib_s": b / MIB / (lp.duration_ns / 1e9) if lp.duration_ns else 0.0,
+              "iops": n / (lp.duration_ns / 1e9) if lp.duration_ns else 0.0}
+             for n, b, lp in zip(both, moved, res.loops)]
     summ = {"ops": ops, "read_ops": reads, "write_ops": ops - reads, "rwmixread_pct": job.rwmixread,
-            "read_share_pct": 100.0 * reads / ops if ops else None, "bytes": ops * job.bs_bytes,
+            "read_share_pct": 100.0 * reads / ops if ops else None, "bytes": nbytes,
             "runtime_s": total_s, "iops": ops / total_s if total_s else 0.0,
-            "bw_bytes_s": ops * job.bs_bytes / total_s if total_s else 0.0, "lat": hist.summary_us(),
+            "bw_bytes_s": nbytes / total_s if total_s else 0.0, "lat": hist.summary_us(),
             "lat_relative_error": hist.relative_error, "loops": loops, "row_is": "best loop",
             "mean_loop_mib_s": float(np.mean([x["mib_s"] for x in loops])),
-            "read": op_summary(job, res.loops, "read"), "write": op_summary(job, res.loops, "write")}
+            "read": op_summary(job, res.loops, "read", stats), "write": op_summary(job, res.loops, "write", stats)}
     return row, summ
 
 
@@ -168,7 +188,7 @@ def run_cdm(target: Target, *, size_bytes: int = 1024 * MIB, loops: int = 5, run
                          loops=loops, rwmixread=cfg.mix_read_pct)
 
     def run(job: JobConfig, label: str) -> JobResult:
-        res = run_job(target, job, progress=(lambda w, f: progress(label, f)) if progress else None)
+        res = run_loops(target, job, progress=(lambda w, f: progress(label, f)) if progress else None)
         warnings.extend(w for w in res.warnings if w not in warnings)
         return res
 

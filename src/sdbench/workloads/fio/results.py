@@ -1,15 +1,15 @@
-"""Results of a job: per-loop raw figures and the rows and metadata made from them."""
+"""Results of a job: per-loop figures, what the job measured, and the rows and metadata made from them."""
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
+from ...records import MIB, Row, make_row
+from .jobs import DIRECTIONS, JobConfig
+from .stats import JobStats, timeline
 
-from ...records import MIB, Row, RunRecord, make_row
-from ...stats_latency import LatencyHistogram, throughput_timeline
-from .jobs import JobConfig
+#: latency percentiles of a row's summary (µs), as the tables print them
+SUMMARY_PERCENTILES = (50.0, 99.0, 99.9)
 
 
 @dataclass
@@ -17,12 +17,23 @@ class LoopResult:
     start_ns: int
     stop_ns: int
     ops: dict[str, int]
-    lat: dict[str, np.ndarray]      # per-op latency, ns
-    ends: dict[str, np.ndarray]     # per-op completion time, ns
+    bytes: dict[str, int] = field(default_factory=dict)
 
     @property
     def duration_ns(self) -> int:
         return self.stop_ns - self.start_ns
+
+    @classmethod
+    def of(cls, start_ns: int, stop_ns: int, stats: JobStats) -> "LoopResult":
+        """A loop's result from what it measured (every direction present, 0 where it moved nothing)."""
+        return cls(start_ns, stop_ns, {k: (stats.dirs[k].ios if k in stats.dirs else 0) for k in DIRECTIONS},
+                   {k: (stats.dirs[k].bytes if k in stats.dirs else 0) for k in DIRECTIONS})
+
+    def merged(self, other: "LoopResult") -> "LoopResult":
+        """This loop and a later one as one (a job with more loops than a result keeps apart)."""
+        ops = {k: self.ops.get(k, 0) + other.ops.get(k, 0) for k in {*self.ops, *other.ops}}
+        nb = {k: self.bytes.get(k, 0) + other.bytes.get(k, 0) for k in {*self.bytes, *other.bytes}}
+        return LoopResult(self.start_ns, self.start_ns + self.duration_ns + other.duration_ns, ops, nb)
 
 
 @dataclass
@@ -32,35 +43,45 @@ class JobResult:
     verify: dict[str, Any] | None
     warnings: list[str]
     ioengine: str | None = None     # the engine that did the I/O on a descriptor (None: a generic BlockDevice)
+    stats: JobStats | None = None
+    clone: int = 0
 
 
 def _value_mb_s(row: Row) -> float:
     return row.bytes / 1e6 / (row.time_ms / 1e3) if row.time_ms > 0 else 0.0
 
 
-def op_summary(job: JobConfig, loops: list[LoopResult], kind: str) -> dict[str, Any]:
+def lat_summary_us(stats: JobStats, kind: str) -> dict[str, float]:
+    """min, max, mean, p50, p99, p99.9 of a direction's total latency, µs (JSON-ready)."""
+    d = stats.dirs.get(kind)
+    if d is None or not d.lat.n:
+        return {"count": 0}
+    h = d.lat.h
+    out: dict[str, float] = {"count": h.count, "min_us": (h.min_ns or 0) / 1e3, "max_us": (h.max_ns or 0) / 1e3,
+                             "mean_us": h.mean_ns / 1e3}
+    for p in SUMMARY_PERCENTILES:
+        out[f"p{p:g}_us".replace(".", "_")] = h.percentile_ns(p) / 1e3
+    return out
+
+
+def op_summary(job: JobConfig, loops: list[LoopResult], kind: str, stats: JobStats | None = None) -> dict[str, Any]:
     """IOPS, bandwidth, latency percentiles, per-loop figures and timeline of one direction."""
-    hist = LatencyHistogram()
-    for lp in loops:
-        hist.record_many(lp.lat[kind])
-    total_ns = sum(lp.duration_ns for lp in loops)
-    ops = sum(lp.ops[kind] for lp in loops)
-    nbytes = ops * job.bs_bytes
-    # stitch the loops' timelines back to back
-    shifted, t0 = [], 0
-    for lp in loops:
-        shifted.append(lp.ends[kind] - lp.start_ns + t0)
-        t0 += lp.duration_ns
-    tl = throughput_timeline(np.concatenate(shifted) if shifted else [], job.bs_bytes, 0, 1.0, t0)
+    total_ns = stats.runtime_ns if stats is not None else sum(lp.duration_ns for lp in loops)
+    d = stats.dirs.get(kind) if stats is not None else None
+    ops = d.ios if d is not None else sum(lp.ops.get(kind, 0) for lp in loops)
+    nbytes = d.bytes if d is not None else sum(lp.bytes.get(kind, 0) for lp in loops)
+    secs = total_ns / 1e9
     return {
-        "ops": ops, "bytes": nbytes, "runtime_s": total_ns / 1e9,
-        "iops": ops / (total_ns / 1e9) if total_ns else 0.0,
-        "bw_bytes_s": nbytes / (total_ns / 1e9) if total_ns else 0.0,
-        "lat": hist.summary_us(), "lat_relative_error": hist.relative_error,
-        "loops": [{"ops": lp.ops[kind], "duration_s": lp.duration_ns / 1e9,
-                   "mib_s": lp.ops[kind] * job.bs_bytes / MIB / (lp.duration_ns / 1e9) if lp.duration_ns else 0.0,
-                   "iops": lp.ops[kind] / (lp.duration_ns / 1e9) if lp.duration_ns else 0.0} for lp in loops],
-        "timeline": {"interval_s": 1.0, **tl},
+        "ops": ops, "bytes": nbytes, "runtime_s": secs,
+        "iops": ops / secs if total_ns else 0.0,
+        "bw_bytes_s": nbytes / secs if total_ns else 0.0,
+        "lat": lat_summary_us(stats, kind) if stats is not None else {"count": 0},
+        "lat_relative_error": 2.0 ** -7,
+        "loops": [{"ops": lp.ops.get(kind, 0), "duration_s": lp.duration_ns / 1e9,
+                   "mib_s": lp.bytes.get(kind, 0) / MIB / (lp.duration_ns / 1e9) if lp.duration_ns else 0.0,
+                   "iops": lp.ops.get(kind, 0) / (lp.duration_ns / 1e9) if lp.duration_ns else 0.0} for lp in loops],
+        "timeline": timeline(d, stats.stop_ns) if stats is not None else {"interval_s": 1.0, "t_s": [], "mib_s": [],
+                                                                          "iops": []},
     }
 
 
@@ -68,19 +89,22 @@ def job_rows(res: JobResult, *, label: str | None = None, best_loop: bool = Fals
              unit: str | None = None) -> tuple[list[Row], dict[str, Any]]:
     """Rows (one per direction with I/O) and their metadata."""
     job = res.job
+    stats = res.stats
     rows, meta = [], {}
-    for kind in ("read", "write"):
-        ops = sum(lp.ops[kind] for lp in res.loops)
+    for kind in ("read", "write", "trim"):
+        d = stats.dirs.get(kind) if stats is not None else None
+        ops = d.ios if d is not None else sum(lp.ops.get(kind, 0) for lp in res.loops)
         if not ops:
             continue
         lab = f"{label or job.name} {kind}"
-        summ = op_summary(job, res.loops, kind)
+        summ = op_summary(job, res.loops, kind, stats)
         if best_loop:
-            best = max(res.loops, key=lambda lp: lp.ops[kind] / max(lp.duration_ns, 1))
-            nbytes, samples = best.ops[kind] * job.bs_bytes, [best.duration_ns]
+            best = max(res.loops, key=lambda lp: lp.ops.get(kind, 0) / max(lp.duration_ns, 1))
+            nbytes, samples = best.bytes.get(kind, 0), [best.duration_ns]
             summ["row_is"] = "best loop"
         else:
-            nbytes, samples = ops * job.bs_bytes, [sum(lp.duration_ns for lp in res.loops)]
+            nbytes = summ["bytes"]
+            samples = [max(stats.runtime_ns if stats is not None else sum(lp.duration_ns for lp in res.loops), 1)]
             summ["row_is"] = "all loops"
         u = unit or ("IOPS" if job.random else "MiB/s")
         iops = summ["iops"] if not best_loop else max(x["iops"] for x in summ["loops"])
@@ -88,37 +112,3 @@ def job_rows(res: JobResult, *, label: str | None = None, best_loop: bool = Fals
         rows.append(make_row(lab, kind, nbytes, samples, unit=u, value_fn=vfn))
         meta[lab] = summ
     return rows, meta
-
-
-def _fio_direction(summ: dict[str, Any] | None) -> dict[str, Any]:
-    """One direction of a job as fio's JSON output has it (zeros when the job did not move that way)."""
-    if summ is None:
-        return {"io_bytes": 0, "io_kbytes": 0, "bw_bytes": 0, "bw": 0, "iops": 0.0, "runtime": 0, "total_ios": 0,
-                "lat_ns": {"min": 0, "max": 0, "mean": 0.0}, "clat_ns": {"min": 0, "max": 0, "mean": 0.0,
-                                                                          "percentile": {}}}
-    lat = summ["lat"]
-    ns = {"min": round(lat.get("min_us", 0) * 1e3), "max": round(lat.get("max_us", 0) * 1e3),
-          "mean": lat.get("mean_us", 0.0) * 1e3}
-    pct = {f"{float(k[1:-3].replace('_', '.')):.6f}": round(v * 1e3) for k, v in lat.items()
-           if k.startswith("p") and k.endswith("_us")}
-    return {"io_bytes": summ["bytes"], "io_kbytes": summ["bytes"] // 1024, "bw_bytes": round(summ["bw_bytes_s"]),
-            "bw": round(summ["bw_bytes_s"] / 1024), "iops": summ["iops"], "runtime": round(summ["runtime_s"] * 1e3),
-            "total_ios": summ["ops"],
-            # synchronous I/O: the completion latency is the whole latency
-            "lat_ns": ns, "clat_ns": {**ns, "percentile": pct}}
-
-
-def fio_json(rec: RunRecord, version: str) -> dict[str, Any]:
-    """A fio run (sdbench fio) as fio's ``--output-format=json`` document: ``jobs`` with ``jobname``,
-    ``read``/``write`` (bytes, bw in KiB/s, iops, runtime in ms, latencies in ns with percentiles), so tools
-    that read fio's JSON (fio-plot and the like) read sdbench's."""
-    rows = rec.metadata.get("rows", {})
-    jobs = []
-    for j in rec.metadata.get("jobs", []):
-        name = j["name"]
-        jobs.append({"jobname": name, "groupid": 0, "error": 0,
-                     "job options": {"rw": j["rw"], "bs": str(j["bs_bytes"]), "size": str(j["size_bytes"]),
-                                     "iodepth": str(j["iodepth"]), "direct": "1" if j["direct"] else "0"},
-                     "read": _fio_direction(rows.get(f"{name} read")),
-                     "write": _fio_direction(rows.get(f"{name} write"))})
-    return {"fio version": f"sdbench-{version}", "timestamp": int(time.time()), "jobs": jobs}

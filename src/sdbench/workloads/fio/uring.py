@@ -1,18 +1,21 @@
 """The io_uring engine: a process's slots queued on one ring, submitted and reaped in batches.
 
 After each reap the slots that became free are prepared again and submitted
-``SUBMIT_BATCH`` at a time, the last of them by the ``io_uring_submit_and_wait``
-call that waits for the next completion; then every completion that is there
-is reaped.  A slot's latency runs from when its request was prepared (at most
-``SUBMIT_BATCH - 1`` preparations, about a microsecond, before the kernel has
-it) to the reap that found it done, stamped once per reap as fio does; it goes
-into the same per-direction records as the threads of
-:class:`~.ioengine.PsyncEngine`.  The buffers are the slots' page-aligned
-mappings, so O_DIRECT works as with ``preadv``, and are registered with the
-ring where the kernel has READV_FIXED (6.15), so the pages are not pinned
-again for each I/O.  Reads and writes both go through the ring: 4 KiB random
-writes at QD32 on a RAM-backed loop device ran at about 0.85x of fio there
-against 0.52x with psync's threads.
+``SUBMIT_BATCH`` at a time (fio's ``iodepth_batch_submit``), the last of them by
+the ``io_uring_submit_and_wait`` call that waits for the next completion (at
+least ``iodepth_batch_complete_min`` of them); then every completion that is
+there is reaped.  A slot's latency runs from when its request was prepared (at
+most ``SUBMIT_BATCH - 1`` preparations, about a microsecond, before the kernel
+has it) to the reap that found it done, stamped once per reap as fio does; the
+general loop also stamps the submission, which splits the latency into fio's
+submission (slat) and completion (clat) parts.  The buffers are the slots'
+page-aligned mappings, so O_DIRECT works as with ``preadv``, and are registered
+with the ring where the kernel has READV_FIXED (6.15), so the pages are not
+pinned again for each I/O.  Reads and writes both go through the ring: 4 KiB
+random writes at QD32 on a RAM-backed loop device ran at about 0.85x of fio
+there against 0.52x with psync's threads.  Trims, which the ring has no plain
+operation for on every kernel, are done synchronously in the loop, as fio's
+io_uring engine does.
 
 The binding (``liburing`` on PyPI) holds the interpreter lock while it waits,
 so the ring runs in the calling thread, which reports progress between reaps
@@ -29,10 +32,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from ...media.base import BlockDeviceError
-from .ioengine import PROGRESS_EVERY_S, EngineFlags, IoEngineOps, LoopIO, Slot, Tick
+from .ioengine import (FIO_DIR, PROGRESS_EVERY_S, EngineFlags, IoEngineOps, LoopIO, Slot, Tick, is_block_fd,
+                       tolerated, trim_range)
 from .jobs import JobConfig
-from .plan import SEQ_STAMP
+from .pacing import Monitor, sleep_wall
+from .procsetup import set_thread_ioprio
+from .plan import KIND_NAMES, READ, SEQ_STAMP, TRIM, WRITE
 from .verify import stamp_block
 
 #: queues at least this deep get one ring per CPU, in forked processes (UringEngine.processes)
@@ -46,7 +54,7 @@ SUBMIT_BATCH = 4
 
 
 #: Iovec objects by (address, length); see _iovec
-_IOVECS: dict[tuple[int, int], Any] = {}
+_IOVECS: dict[tuple[Any, ...], Any] = {}
 _IOVECS_MAX = 1 << 14
 
 
@@ -87,15 +95,17 @@ def _binding() -> Any:
     return liburing
 
 
-def open_ring(lib: Any, entries: int) -> Any:
+def open_ring(lib: Any, entries: int, extra: int = 0) -> Any:
     """A ring of ``entries`` submission slots.  A single issuer that runs its completions when it reaps
     (SINGLE_ISSUER, COOP_TASKRUN) saves the kernel work per I/O; kernels before 6.0 refuse the flags (EINVAL),
-    and get a plain ring."""
+    and get a plain ring.  ``extra``: set-up flags the job asks for (IOPOLL, SQPOLL), never dropped."""
     flags = lib.IORING_SETUP_SINGLE_ISSUER | lib.IORING_SETUP_COOP_TASKRUN
+    if extra & lib.IORING_SETUP_SQPOLL:
+        flags = 0  # the kernel's polling thread submits: no single issuer
     while True:
         ring = lib.Ring()
         try:
-            lib.io_uring_queue_init(entries, ring, flags)
+            lib.io_uring_queue_init(entries, ring, flags | extra)
             return ring
         except OSError as e:
             if e.errno != errno.EINVAL or not flags:
@@ -171,61 +181,68 @@ class UringEngine(IoEngineOps):
     def run(self, io: LoopIO, slots: Sequence[Slot], tick: Tick | None) -> None:
         lib = _binding()
         job = io.job
-        bs, npool = job.bs_bytes, io.npool
-        views = [[s.bufs.view[j * bs:(j + 1) * bs] for j in range(npool + 1)] for s in slots]
-        read_iov = [_iovec(lib, v[npool]) for v in views]
-        write_iov = [[_iovec(lib, b) for b in v[:npool]] for v in views]
-        ring = open_ring(lib, len(slots))
+        big, npool = io.block, io.npool
+        views = [[s.bufs.view[j * big:(j + 1) * big] for j in range(npool + 1)] for s in slots]
+        extra = 0
+        if job.hipri:
+            extra |= lib.IORING_SETUP_IOPOLL
+        if job.sqthread_poll:
+            extra |= lib.IORING_SETUP_SQPOLL
+        ring = open_ring(lib, len(slots), extra)
         fixed = register_buffers(lib, ring, slots)
         try:
-            if job.rw in ("read", "randread"):
-                self._reads(lib, ring, fixed, io, slots, read_iov, tick)
+            if io.fast:
+                read_iov = [_iovec(lib, v[npool]) for v in views]
+                write_iov = [[_iovec(lib, b) for b in v[:npool]] for v in views]
+                if job.rw in ("read", "randread"):
+                    self._reads(lib, ring, fixed, io, slots, read_iov, tick)
+                else:
+                    self._mixed(lib, ring, fixed, io, slots, views, read_iov, write_iov, tick)
             else:
-                self._mixed(lib, ring, fixed, io, slots, views, read_iov, write_iov, tick)
+                self._general(lib, ring, fixed, io, slots, views, tick)
         finally:
             lib.io_uring_queue_exit(ring)
+            for s in slots:
+                io.flush(s)
             for v in views:
                 for b in v:
                     b.release()
 
     @staticmethod
-    def _failed(lib: Any, ring: Any, io: LoopIO, k: int, what: str, res: int, inflight: int) -> BlockDeviceError:
-        """The error of I/O number ``k`` (``res``: bytes moved or -errno), once the ``inflight`` others are
+    def _failed(lib: Any, ring: Any, io: LoopIO, off: int, what: str, res: int, inflight: int) -> BlockDeviceError:
+        """The error of the I/O at byte ``off`` (``res``: bytes moved or -errno), once the ``inflight`` others are
         done: their buffers stay in use until then."""
-        cqe = lib.Cqe()
-        for _ in range(inflight):
-            # a request that fails as it is submitted stops the kernel submitting the rest of its batch: submit
-            # again, or their completions never come
-            lib.io_uring_submit_and_wait(ring, 1)
-            lib.io_uring_wait_cqe(ring, cqe)
-            lib.io_uring_cqe_seen(ring, cqe[0])
-        bs = io.job.bs_bytes
-        off = io.base + io.order[k % io.nblocks] * bs
+        _drain(lib, ring, inflight)
+        size = io.plan.size or 0
         if res < 0:
             return BlockDeviceError(f"job {io.job.name}: I/O at byte {off} failed: {os.strerror(-res)}")
-        return BlockDeviceError(f"short {what} at byte {off} ({res} of {bs} B)")
+        return BlockDeviceError(f"short {what} at byte {off} ({res} of {size} B)")
 
     # The hot loops: locals only, no allocation per I/O but the binding's own.
     def _reads(self, lib: Any, ring: Any, fixed: bool, io: LoopIO, slots: Sequence[Slot], read_iov: list[Any],
                tick: Tick | None) -> None:
-        bs, nblocks, fd, base, order = io.job.bs_bytes, io.nblocks, io.fd, io.base, io.order
-        k, step, total, deadline = io.first, io.step, io.total, io.deadline
-        n = len(slots)
+        plan = io.plan
+        bs, n, fd, offs = plan.size, len(plan), io.fd, plan.offs
+        k, step, total, dl = io.first, io.step, io.total, io.deadline
+        nslots = len(slots)
+        batch_n = io.job.iodepth_batch_submit or SUBMIT_BATCH
         put, submit, submit_wait = lib.put_sqe, lib.io_uring_submit, lib.io_uring_submit_and_wait
         prep, _ = _preps(lib, fixed)
-        sqes = _slot_sqes(lib, n)
+        sqes = _slot_sqes(lib, nslots)
         it_init, it_next, advance = lib.io_uring_cqe_iter_init, lib.io_uring_cqe_iter_next, lib.io_uring_cq_advance
         now = time.perf_counter_ns
         cqe = lib.Cqe()
-        lat, ends = slots[0].lat["read"], slots[0].ends["read"]
+        rec = slots[0]
+        lat, ends = rec.lat["read"], rec.ends["read"]
         lat_add, end_add = lat.append, ends.append
-        free = list(range(n))      # slots with nothing in flight
+        free = list(range(nslots))      # slots with nothing in flight
         free_add = free.append
-        t_sub = [0] * n            # when each slot's I/O was prepared
-        k_sub = [0] * n            # and its I/O number
+        t_sub = [0] * nslots            # when each slot's I/O was prepared
+        k_sub = [0] * nslots            # and its I/O number
         every = int(PROGRESS_EVERY_S * 1e9)
         report_at = now() + every
         stop = False
+        stats = io.stats
         while True:
             if free and not stop:
                 m = min(len(free), (total - k + step - 1) // step) if k < total else 0
@@ -234,14 +251,16 @@ class UringEngine(IoEngineOps):
                     del free[-m:]
                     for i, s in enumerate(batch, 1):
                         sqe = sqes[s]
-                        prep(sqe, fd, read_iov[s], s, base + order[k % nblocks] * bs)
+                        prep(sqe, fd, read_iov[s], s, offs[k % n])
                         put(ring, sqe)
                         k_sub[s] = k
                         k += step
                         t_sub[s] = now()
-                        if not i % SUBMIT_BATCH:
+                        if not i % batch_n:
                             submit(ring)
-            if len(free) == n:
+                    if stats is not None:
+                        stats.count_depth(nslots - len(free), m)
+            if len(free) == nslots:
                 break
             submit_wait(ring, 1)
             it = it_init(ring)
@@ -257,43 +276,58 @@ class UringEngine(IoEngineOps):
                 got += 1
                 if res != bs:
                     advance(ring, got)
-                    raise self._failed(lib, ring, io, k_sub[s], "read", res, n - len(free) - 1)
+                    raise self._failed(lib, ring, io, offs[k_sub[s] % n] - io.base, "read", res,
+                                       nslots - len(free) - 1)
                 lat_add(t1 - t_sub[s])
                 end_add(t1)
                 free_add(s)
             advance(ring, got)
-            if t1 >= deadline:
+            if t1 >= dl[0]:
                 stop = True
-            if tick is not None and t1 >= report_at:
+            if t1 >= report_at:
                 report_at = t1 + every
-                tick(len(lat))
+                if stats is not None:
+                    stats.count_complete(got)
+                io.flush(rec)
+                lat, ends = rec.lat["read"], rec.ends["read"]
+                lat_add, end_add = lat.append, ends.append
+                if io.control is not None and io.control.stopped:
+                    stop = True
+                if tick is not None:
+                    tick(rec.done())
 
     def _mixed(self, lib: Any, ring: Any, fixed: bool, io: LoopIO, slots: Sequence[Slot],
                views: list[list[memoryview]], read_iov: list[Any], write_iov: list[list[Any]],
                tick: Tick | None) -> None:
         job = io.job
-        bs, nblocks, fd, base, order, kinds = job.bs_bytes, io.nblocks, io.fd, io.base, io.order, io.kinds
-        k, step, total, deadline = io.first, io.step, io.total, io.deadline
-        n, nk, npool, run_id, written = len(slots), len(kinds), io.npool, io.run_id, io.written
+        plan = io.plan
+        bs, n, fd, offs, kinds = plan.size, len(plan), io.fd, plan.offs, plan.kinds
+        k, step, total, dl = io.first, io.step, io.total, io.deadline
+        nslots, nk, npool, run_id, written = len(slots), len(kinds), io.npool, io.run_id, io.written
+        base = io.base
+        batch_n = job.iodepth_batch_submit or SUBMIT_BATCH
         crcs = [s.crcs for s in slots]
         verify = crcs[0] is not None
         put, submit, submit_wait = lib.put_sqe, lib.io_uring_submit, lib.io_uring_submit_and_wait
         prep_read, prep_write = _preps(lib, fixed)
-        sqes = _slot_sqes(lib, n)
+        sqes = _slot_sqes(lib, nslots)
         it_init, it_next, advance = lib.io_uring_cqe_iter_init, lib.io_uring_cqe_iter_next, lib.io_uring_cq_advance
         now = time.perf_counter_ns
         stamp = SEQ_STAMP.pack_into
         cqe = lib.Cqe()
         rec = slots[0]
-        r_lat, r_end = rec.lat["read"].append, rec.ends["read"].append
-        w_lat, w_end = rec.lat["write"].append, rec.ends["write"].append
-        free = list(range(n))
+
+        def appends() -> tuple[Any, Any, Any, Any]:
+            return rec.lat["read"].append, rec.ends["read"].append, rec.lat["write"].append, rec.ends["write"].append
+        r_lat, r_end, w_lat, w_end = appends()
+        free = list(range(nslots))
         free_add = free.append
-        t_sub = [0] * n
-        k_sub = [0] * n
+        t_sub = [0] * nslots
+        k_sub = [0] * nslots
         every = int(PROGRESS_EVERY_S * 1e9)
         report_at = now() + every
         stop = False
+        stats = io.stats
         while True:
             if free and not stop:
                 m = min(len(free), (total - k + step - 1) // step) if k < total else 0
@@ -301,24 +335,26 @@ class UringEngine(IoEngineOps):
                     batch = free[-m:]
                     del free[-m:]
                     for i, s in enumerate(batch, 1):
-                        blk = order[k % nblocks]
+                        off = offs[k % n]
                         sqe = sqes[s]
                         if kinds[k % nk]:
-                            prep_read(sqe, fd, read_iov[s], s, base + blk * bs)
+                            prep_read(sqe, fd, read_iov[s], s, off)
                         else:
                             j = k % npool
                             if verify:
-                                stamp_block(views[s][j], crcs[s][j], blk * bs, k, run_id)
+                                stamp_block(views[s][j], crcs[s][j][0], off - base, k, run_id)
                             else:
                                 stamp(views[s][j], 0, run_id, k)
-                            prep_write(sqe, fd, write_iov[s][j], s, base + blk * bs)
+                            prep_write(sqe, fd, write_iov[s][j], s, off)
                         put(ring, sqe)
                         k_sub[s] = k
                         k += step
                         t_sub[s] = now()
-                        if not i % SUBMIT_BATCH:
+                        if not i % batch_n:
                             submit(ring)
-            if len(free) == n:
+                    if stats is not None:
+                        stats.count_depth(nslots - len(free), m)
+            if len(free) == nslots:
                 break
             submit_wait(ring, 1)
             it = it_init(ring)
@@ -335,8 +371,8 @@ class UringEngine(IoEngineOps):
                 kk = k_sub[s]
                 if res != bs:
                     advance(ring, got)
-                    raise self._failed(lib, ring, io, kk, "read" if kinds[kk % nk] else "write", res,
-                                       n - len(free) - 1)
+                    raise self._failed(lib, ring, io, offs[kk % n] - base, "read" if kinds[kk % nk] else "write",
+                                       res, nslots - len(free) - 1)
                 if kinds[kk % nk]:
                     r_lat(t1 - t_sub[s])
                     r_end(t1)
@@ -344,11 +380,249 @@ class UringEngine(IoEngineOps):
                     w_lat(t1 - t_sub[s])
                     w_end(t1)
                     if written is not None:
-                        written[order[kk % nblocks]] = 1
+                        written[(offs[kk % n] - base) // bs] = 1
                 free_add(s)
             advance(ring, got)
-            if t1 >= deadline:
+            if t1 >= dl[0]:
                 stop = True
-            if tick is not None and t1 >= report_at:
+            if t1 >= report_at:
                 report_at = t1 + every
-                tick(rec.done())
+                if stats is not None:
+                    stats.count_complete(got)
+                io.flush(rec)
+                r_lat, r_end, w_lat, w_end = appends()
+                if io.control is not None and io.control.stopped:
+                    stop = True
+                if tick is not None:
+                    tick(rec.done())
+
+    def _general(self, lib: Any, ring: Any, fixed: bool, io: LoopIO, slots: Sequence[Slot],
+                 views: list[list[memoryview]], tick: Tick | None) -> None:
+        """Everything a job may ask for: sizes, files, trims, pacing, priorities, a latency target, steady state,
+        errors a job goes on after.  Latencies split into submission and completion."""
+        job = io.job
+        plan = io.plan
+        n, nk, offs, kinds, sizes, files = len(plan), len(plan.kinds), plan.offs, plan.kinds, plan.sizes, plan.files
+        fixed_size = plan.size
+        fds = list(io.fds or (io.fd,))
+        block_fd = {fd: is_block_fd(fd) for fd in fds}
+        k, step, total, dl = io.first, io.step, io.total, io.deadline
+        nslots, npool, run_id, written, base = len(slots), io.npool, io.run_id, io.written, io.base
+        big = io.block
+        batch_n = job.iodepth_batch_submit or SUBMIT_BATCH
+        cmin = max(1, job.iodepth_batch_complete_min)
+        low = job.iodepth_low
+        flags = io.rw_flags
+        buffers = io.buffers
+        pacer = io.pacer
+        stats = io.stats
+        crcs = [s.crcs for s in slots]
+        readv, writev = lib.io_uring_prep_readv, lib.io_uring_prep_writev
+        put, submit, submit_wait = lib.put_sqe, lib.io_uring_submit, lib.io_uring_submit_and_wait
+        sqes = _slot_sqes(lib, nslots)
+        it_init, it_next, advance = lib.io_uring_cqe_iter_init, lib.io_uring_cqe_iter_next, lib.io_uring_cq_advance
+        now = time.perf_counter_ns
+        cqe = lib.Cqe()
+        rec = slots[0]
+        prios = io.prios
+        cur_prio = -1
+        mon = io.monitor if io.monitor is not None else Monitor(job, now())
+        rcheck = io.read_check
+        backlog = io.backlog
+        max_lat = [x * 1000 for x in job.max_latency_us]
+        # iovecs for every size a slot may move: its buffers' prefixes
+        size_set = sorted({fixed_size} if fixed_size
+                          else {int(x) for x in np.unique(np.frombuffer(sizes, dtype=np.int64))})
+        r_iov = [{sz: _iovec(lib, views[s][npool][:sz]) for sz in size_set} for s in range(nslots)]
+        w_iov = [[{sz: _iovec(lib, views[s][j][:sz]) for sz in size_set} for j in range(npool)] for s in range(nslots)]
+        free = list(range(nslots))
+        t_sub = [0] * nslots
+        t_in = [0] * nslots       # when each slot's I/O went to the kernel (its submission latency ends)
+        unsub: list[int] = []     # slots prepared but not yet submitted
+
+        def mark() -> None:
+            t = now()
+            for x in unsub:
+                t_in[x] = t
+            unsub.clear()
+        k_sub = [0] * nslots
+        every = int(PROGRESS_EVERY_S * 1e9)
+        report_at = now() + every
+        stop = False
+        writes_since = 0
+
+        def record(s: int, t1: int) -> None:
+            kk = k_sub[s]
+            kind = kinds[kk % nk]
+            name = KIND_NAMES[kind]
+            lat = t1 - t_sub[s]
+            rec.lat[name].append(lat)
+            rec.ends[name].append(t1)
+            rec.ks[name].append(kk)
+            rec.slat[name].append(t_in[s] - t_sub[s])
+            size = fixed_size or sizes[kk % n]  # type: ignore[index]
+            mon.record(size, lat)
+            limit = max_lat[FIO_DIR[kind]]
+            if limit and lat > limit:
+                raise BlockDeviceError(f"job {job.name}: a {name} took {lat / 1000:.0f} µs, over max_latency "
+                                       f"{limit / 1000:.0f} µs")
+            if written is not None and kind == WRITE:
+                written[(offs[kk % n] - base) // (fixed_size or job.bs_for("write"))] = 1
+            if backlog is not None and kind == WRITE:
+                backlog.wrote((offs[kk % n] - base) // (fixed_size or job.bs_for("write")))
+            if rcheck is not None and kind == READ:
+                rcheck.check(views[s][npool][:size], offs[kk % n])
+            if pacer is not None:
+                pacer.after(FIO_DIR[kind], size, t1)
+
+        def reap(wait: int) -> int:
+            """Wait for ``wait`` completions, then take every one there is; returns how many."""
+            if wait:
+                mark()  # the kernel takes what is prepared as the call starts
+                submit_wait(ring, wait)
+            else:
+                submit(ring)
+                mark()
+            it = it_init(ring)
+            t1 = now()
+            got = 0
+            while it_next(it, cqe):
+                e = cqe[0]
+                s = e.user_data
+                try:
+                    res = e.res
+                except OSError as x:
+                    res = -(x.errno or errno.EIO)
+                got += 1
+                kk = k_sub[s]
+                kind = kinds[kk % nk]
+                size = fixed_size or sizes[kk % n]  # type: ignore[index]
+                free.append(s)
+                if res != size:
+                    err = -res if res < 0 else errno.EIO
+                    if res >= 0 or not tolerated(job, kind, err):
+                        advance(ring, got)
+                        raise self._failed(lib, ring, io, offs[kk % n] - base, KIND_NAMES[kind], res,
+                                           nslots - len(free))
+                    if stats is not None:
+                        stats.error(err)
+                    continue
+                record(s, t1)
+            advance(ring, got)
+            if stats is not None and got:
+                stats.count_complete(got)
+            return got
+
+        def quiesce_then(t: int) -> None:
+            while len(free) < nslots:
+                reap(1)
+            sleep_wall(t)
+        if pacer is not None:
+            pacer.wait_until = quiesce_then
+        while True:
+            depth = mon.depth or nslots
+            inflight = nslots - len(free)
+            refill = not stop and k < total and inflight < depth and (not low or inflight <= low)
+            if refill:
+                prepared = 0
+                while free and nslots - len(free) < depth and k < total and not stop:
+                    i = k % n
+                    kind = kinds[k % nk]
+                    size = fixed_size or sizes[i]  # type: ignore[index]
+                    off = offs[i]
+                    fd = fds[files[i]] if files is not None else fds[0]
+                    if pacer is not None:
+                        pacer.before(FIO_DIR[kind], size)
+                    if now() >= dl[0]:
+                        stop = True
+                        break
+                    if kind == TRIM:
+                        t0 = now()
+                        try:
+                            trim_range(fd, off, size, block_fd[fd])
+                        except OSError as e:
+                            if not tolerated(job, kind, e.errno or errno.EIO):
+                                raise BlockDeviceError(f"job {job.name}: trim at byte {off - base} failed: "
+                                                       f"{e.strerror}") from None
+                            if stats is not None:
+                                stats.error(e.errno or errno.EIO)
+                            k += step
+                            continue
+                        t1 = now()
+                        s = free.pop()
+                        k_sub[s], t_sub[s], t_in[s] = k, t0, t0
+                        record(s, t1)
+                        free.append(s)
+                        k += step
+                        continue
+                    s = free.pop()
+                    sqe = sqes[s]
+                    if kind == READ:
+                        readv(sqe, fd, r_iov[s][size], off, flags)
+                    else:
+                        j = k % npool
+                        view = views[s][j][:size]
+                        if buffers is not None:
+                            buffers.prepare(view, crcs[s][j] if crcs[s] is not None else None, off - base, k)
+                        writev(sqe, fd, w_iov[s][j][size], off, flags)
+                        del view
+                        writes_since += 1
+                    if prios is not None and prios[i] != cur_prio:
+                        # the kernel gives a request the submitting thread's I/O priority: what is prepared goes
+                        # first, then the thread takes this I/O's priority
+                        if unsub:
+                            submit(ring)
+                            mark()
+                        cur_prio = prios[i]
+                        set_thread_ioprio(cur_prio)
+                    put(ring, sqe)
+                    k_sub[s] = k
+                    t_sub[s] = now()
+                    unsub.append(s)
+                    k += step
+                    prepared += 1
+                    if not prepared % batch_n:
+                        submit(ring)
+                        mark()
+                if prepared and stats is not None:
+                    stats.count_submit(prepared)
+                    stats.count_depth(nslots - len(free), prepared)
+            if len(free) == nslots and (stop or k >= total):
+                break
+            if len(free) == nslots:
+                continue
+            want = min(cmin, nslots - len(free))
+            reap(want)
+            t1 = now()
+            if t1 >= dl[0]:
+                stop = True
+            if job.fsync_every and writes_since >= job.fsync_every or \
+                    job.fdatasync_every and writes_since >= job.fdatasync_every:
+                while len(free) < nslots:
+                    reap(1)
+                (os.fsync if job.fsync_every else os.fdatasync)(fds[0])
+                writes_since = 0
+            if t1 >= report_at:
+                report_at = t1 + every
+                io.flush(rec)
+                if mon.active:
+                    if mon.check(t1):
+                        stop = True
+                    if mon.lt is not None and mon.lt.reset_stats and stats is not None:
+                        mon.lt.reset_stats = False  # the final window at the found depth is measured afresh
+                        stats.reset(t1)
+                if io.control is not None and io.control.stopped:
+                    stop = True
+                if tick is not None:
+                    tick(rec.done())
+        io.flush(rec)
+
+
+def _drain(lib: Any, ring: Any, inflight: int) -> None:
+    cqe = lib.Cqe()
+    for _ in range(inflight):
+        # a request that fails as it is submitted stops the kernel submitting the rest of its batch: submit
+        # again, or their completions never come
+        lib.io_uring_submit_and_wait(ring, 1)
+        lib.io_uring_wait_cqe(ring, cqe)
+        lib.io_uring_cqe_seen(ring, cqe[0])
