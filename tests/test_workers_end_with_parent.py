@@ -50,9 +50,9 @@ def _running(pid: int) -> bool:
     ["run", "mpy-esp32s3-sdspi", "-j", "2", "--no-save"],     # a run's range members (run, not re-priced)
     ["sweep", "mpy-cache-size", "-j", "2", "--no-save"],                            # sweep points
     ["powerloss", "espidf-esp32-sdmmc4-40mhz", "--matrix", "-j", "2"],              # power-loss cells
-    ["fio", "--device", "@IMG@", "--rw", "randread", "--iodepth", "16", "--runtime-s", "60", "--time-based",
-     "--size", "16M", "--no-save"],                                                 # deep-queue I/O processes
-], ids=["range-members", "sweep", "powerloss-matrix", "fio-io-processes"])
+    ["fio", "--device", "@IMG@", "--rw", "randread", "--numjobs", "2", "--runtime-s", "60", "--time-based",
+     "--size", "16M", "--no-save"],                                                 # one process per fio job
+], ids=["range-members", "sweep", "powerloss-matrix", "fio-job-processes"])
 def test_a_killed_parent_leaves_no_worker(argv, tmp_path):
     img = tmp_path / "card.img"
     with open(img, "wb") as f:
