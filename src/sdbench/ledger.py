@@ -123,7 +123,7 @@ class Price:
         if name == "cpu_hz":
             return self.mult * 1e9 / profile.cpu_hz
         value = getattr(profile, name)
-        if name.endswith("_cycles"):
+        if name.endswith(("_cycles", "_cycles_per_byte")):  # the latter: mult = bytes
             return self.mult * value * 1e9 / profile.cpu_hz
         if name.endswith("_us"):
             return self.mult * value * 1e3

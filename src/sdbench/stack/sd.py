@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import statistics
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from ..clock import VirtualClock
 from ..errors import ConfigError, InternalError
 from .. import profiles
 from ..options import from_mapping, opt, to_mapping
+from ..media.sim import busclock
 from ..media.sim.bus import BusConfig, SdBus
 from ..media.sim.card import NOT_TIMING, CardProfile
 from ..media.sim.host import HostProfile, host_metadata
@@ -134,6 +135,9 @@ class SimSdParts:
     bus: BusConfig
     seed: int
     log_commands: bool = False
+    #: the bus clock asked for and made (sdbench.media.sim.busclock.resolve), and what the run says about it
+    clock: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
     def driver(self, clock: VirtualClock) -> SdHostDriver:
         """A fresh card behind the host profile's driver model, on ``clock``."""
@@ -150,12 +154,14 @@ def sim_sd_parts(cfg: SimSdConfig, scenario: Any) -> SimSdParts:
     if cfg.capacity_bytes:
         card_over["capacity_bytes"] = cfg.capacity_bytes
     card = load_card(cfg.card, card_over, base)
-    return SimSdParts(host, card, cfg.bus, scenario.seed, cfg.log_commands)
+    bus, clock, warnings = busclock.resolve(host, cfg.bus, card)
+    return SimSdParts(host, card, bus, scenario.seed, cfg.log_commands, clock, tuple(warnings))
 
 
 def build_sim_sd(cfg: SimSdConfig, scenario: Any, clock: Any) -> tuple[SdHostDriver, dict[str, Any]]:
     parts = sim_sd_parts(cfg, scenario)
     dev = parts.driver(clock)
-    meta = {"media": "sim", "host": host_metadata(parts.host), "bus": to_mapping(cfg.bus),
-            "card": to_mapping(parts.card), "parts": parts}
+    meta = {"media": "sim", "host": host_metadata(parts.host), "bus": to_mapping(parts.bus),
+            "bus_clock": parts.clock, "card": to_mapping(parts.card), "parts": parts,
+            "warnings": list(parts.warnings)}
     return dev, meta
