@@ -18,6 +18,7 @@ from sdbench.media.sim.card import CardProfile
 from sdbench.media.sim.esp_flash import Esp32FlashDriver, load_esp_flash_host
 from sdbench.media.sim.host import HostProfile
 from sdbench.media.sim.nor import FlashChipProfile, NorFlashChip
+from sdbench.calibrate import groups as calibrate_groups
 from sdbench.media.sim.busclock import ABOVE_RATING, resolve
 from sdbench.media.sim.sdhost import SdHostDriver, check_bus_clock
 from sdbench.protocols import run_scenario
@@ -87,15 +88,23 @@ def test_every_shipped_host_loads_and_builds(name):
     assert 0 < clock.now_ns() < 10**12
 
 
+#: hosts a fit group calibrates from published rows (sdbench/data/fits): fitted, the others uncalibrated
+FITTED = {g.host for g in calibrate_groups().values()}
+
+
 @pytest.mark.parametrize("name", sorted(NEW_HOSTS))
 def test_new_hosts_are_uncalibrated_and_say_where_their_figures_come_from(name):
     kind, _, _, _, hs = NEW_HOSTS[name]
     host = load_host(name)
     assert (host.driver, host.high_speed) == (kind, hs)
-    assert not host.fit_rel_sd
     text = (profiles.DATA / "hosts" / f"{name}.toml").read_text()
-    assert text.startswith("# Uncalibrated"), "the header says the profile is not fitted"
-    assert "fitted by `sdbench calibrate" not in text
+    if name in FITTED:  # a fit group's host: the header names the group, the fields it fitted keep their source
+        assert profiles.FITTED_MARK in text.splitlines()[0] and host.fit_rel_sd
+        assert set(host.unfitted) == set(host.fit_rel_sd), "each fitted field keeps its value from the source"
+    else:
+        assert not host.fit_rel_sd
+        assert text.startswith("# Uncalibrated"), "the header says the profile is not fitted"
+        assert "fitted by `sdbench calibrate" not in text
     assert "# bus clock limits:" in text and "estimate" in text
     assert host.trim_command == "none"
 
@@ -321,7 +330,8 @@ def test_list_hosts_shows_every_host_with_its_limits_and_calibration(capsys):
     assert sorted(rows) == HOSTS
     for name, (kind, _, _, limit, hs) in NEW_HOSTS.items():
         row = rows[name]
-        assert row[1] == kind and row[3] == f"{limit / 1e6:g} MHz" and row[5] == "uncalibrated", row
+        want = "fitted" if name in FITTED else "uncalibrated"
+        assert row[1] == kind and row[3] == f"{limit / 1e6:g} MHz" and row[5] == want, row
         assert row[4] == ("High Speed (CMD6)" if hs else "Default Speed"), row
     assert rows["esp32s3-sdspi"][5] == "fitted"
 

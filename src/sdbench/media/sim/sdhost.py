@@ -702,6 +702,14 @@ class SdHostDriver(BlockDevice):
         return t0
 
     def _sf_block(self, single_bytes: int) -> None:
+        """:meth:`_sf_block_steps`, its cost recorded once per driver (it depends on the profiles only)."""
+        key = ("sf-block", single_bytes)
+        cost = self._costs.get(key)
+        if cost is None:
+            cost = self._recorded(key, lambda: self._sf_block_steps(single_bytes))
+        self.vclock.charge(cost)
+
+    def _sf_block_steps(self, single_bytes: int) -> None:
         """One block's transfer after its wait: ``single_bytes`` single-byte calls (token, CRC, data response)
         and the 512 data bytes as the driver moves them: on the bus at its clock with ``spi_frame_gap_clocks``
         between bytes; a byte loop's CPU time per byte (``byte_cycles``) after each byte's clocks; chunks
@@ -933,6 +941,14 @@ class SdHostDriver(BlockDevice):
             self._sdio_wait_busy(busy, self.card.busy_parts)
 
     def _sdio_block(self, bus_ns: float) -> None:
+        """:meth:`_sdio_block_steps`, its cost recorded once per driver and bus time (reads, writes)."""
+        key = ("sdio-block", bus_ns)
+        cost = self._costs.get(key)
+        if cost is None:
+            cost = self._recorded(key, lambda: self._sdio_block_steps(bus_ns))
+        self.vclock.charge(cost)
+
+    def _sdio_block_steps(self, bus_ns: float) -> None:
         """One block on the bus (``bus_ns``: reads at ``read_clock_ratio`` of the bus clock) and the CPU's work
         on it: per block and per byte, and a CPU-fed FIFO where the CPU is slower than the bus."""
         h = self.host
