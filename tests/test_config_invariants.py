@@ -373,8 +373,6 @@ def test_cache_copy_cost_is_bounded():
 def test_bus_clock_above_the_host_limit_names_it():
     msg = _refused("esp32s3-sdmmc4-40mhz", ["sd.bus.clock_hz=208000000"])
     assert msg == "sd.bus.clock_hz = 208000000 Hz is above host esp32s3-sdmmc's limit 40000000 Hz (max_bus_clock_hz)"
-    msg = _refused("esp32s3-spi20mhz", ["sd.bus.clock_hz=26000000"])
-    assert "limit 25000000 Hz in SPI mode" in msg and "does not switch cards to High Speed" in msg, msg
     msg = _refused("p2-spi25-350mhz-pny-16gb", ["sd.bus.clock_hz=50000000", "sd.host_params.cpu_hz=80000000"])
     assert "limit 40000000 Hz (cpu_hz 80000000 Hz / min_clock_divider 2)" in msg, msg
     msg = _refused("esp32s3-sdmmc4-40mhz", ["sd.bus.clock_hz=30000000", "sd.card_params.high_speed_max_clock_hz=0"])
@@ -399,8 +397,10 @@ def test_bus_clock_is_refused_exactly_above_the_limits(host_name, card_name, dat
     card = load_card(card_name, {} if hs_limit is None else {"high_speed_max_clock_hz": hs_limit})
     kind = data.draw(st.sampled_from(KINDS[host.driver]))
     bus = SdBus(from_mapping(BusConfig, {"kind": kind, "clock_hz": clock_hz}, "sd.bus"))
-    limits = [card.high_speed_max_clock_hz if host.high_speed and card.high_speed_max_clock_hz
-              else card.default_speed_max_clock_hz]
+    # the card's rating limits a host that switches it to High Speed; one that leaves it in Default Speed may clock it
+    # faster (a warning: sdbench.media.sim.busclock)
+    limits = [card.high_speed_max_clock_hz if card.high_speed_max_clock_hz else card.default_speed_max_clock_hz] \
+        if host.high_speed else []
     if host.max_bus_clock_hz:
         limits.append(host.max_bus_clock_hz)
     if host.min_clock_divider:
@@ -409,12 +409,12 @@ def test_bus_clock_is_refused_exactly_above_the_limits(host_name, card_name, dat
     try:
         dev = SdHostDriver(host, bus, card, clock)
     except ConfigError as e:
-        assert clock_hz > min(limits), (host_name, kind, clock_hz, limits)
+        assert limits and clock_hz > min(limits), (host_name, kind, clock_hz, limits)
         assert str(e).startswith(f"sd.bus.clock_hz = {clock_hz} Hz is above ") and "limit" in str(e)
         event("refused")
         return
     event("accepted")
-    assert clock_hz <= min(limits)
+    assert not limits or clock_hz <= min(limits)
     dev.initialise()
     dev.write(2048, bytes(512 * 8))
     assert dev.read(2048, 8) == bytes(512 * 8)

@@ -47,3 +47,19 @@ def test_a_fit_keeps_what_each_field_was_before_it(tmp_path):
                   ["fitted by `sdbench calibrate x`"])
     again = tomllib.loads(path.read_text())
     assert again["unfitted"] == {"block_cycles": before["block_cycles"], "call_cycles": before["call_cycles"]}
+
+
+def test_a_card_field_held_at_the_population_keeps_the_population_value_as_unfitted(tmp_path):
+    """A named card that took a field from the population had the population's value before its first fit: that is
+    what ``unfitted`` records, and a second fit keeps it (a fixed point, not the first fit's value)."""
+    from sdbench.stack.sd import card_population
+
+    median = card_population().medians["write_busy_end_us"]
+    path = tmp_path / "cards" / "held.toml"
+    path.parent.mkdir()
+    path.write_text('name = "held"\ntiming_from = "population"\ncapacity_bytes = 16_000_000_000\n')
+    write_profile("card", "held", {"write_busy_end_us": 777.0}, tmp_path, ["fitted by `sdbench calibrate x`"])
+    first = tomllib.loads(path.read_text())
+    assert first["write_busy_end_us"] == 777 and first["unfitted"] == {"write_busy_end_us": median}
+    write_profile("card", "held", {"write_busy_end_us": 778.0}, tmp_path, ["fitted by `sdbench calibrate x`"])
+    assert tomllib.loads(path.read_text())["unfitted"] == {"write_busy_end_us": median}

@@ -231,7 +231,10 @@ def test_directory_with_a_bench_file_is_refused(tmp_path, capsys):
 # ---- refusals before any I/O ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("sets,msg", [
-    (["sdfat_bench.buf_bytes=1000"], "sdfat_bench: buf_bytes = 1000 B is not a whole number of 512-byte"),
+    (["sdfat_bench.sketch=sdio-demo", "sdfat_bench.buf_bytes=3072", "sdfat_bench.pre_allocate=false",
+      "sdfat_bench.write_passes=1", "sdfat_bench.read_passes=1"], "BUF_DIM is a power of two from 512 B"),
+    (["sdfat_bench.sketch=sdio-demo", "sdfat_bench.buf_bytes=4096"], "set pre_allocate = false, write_passes = 1"),
+    (["sdfat_bench.buf_bytes=4"], "sdfat_bench.buf_bytes"),
     (["sdfat_bench.file_bytes=1024", "sdfat_bench.buf_bytes=2048"], "larger than file_bytes"),
     (["sdfat_bench.buf_bytes=4194304"], "sdfat_bench.buf_bytes"),
     (["sdfat_bench.write_passes=0"], "sdfat_bench.write_passes"),
@@ -303,3 +306,117 @@ def test_sdfat_bench_on_the_arduino_esp32_spi_host_imports_back():
     fmt, [back] = parse_text(sdfat_output(rec), name="bench.txt")
     assert fmt == "sdfat"
     _same_rows(rec, back)
+
+
+# ---- rows per pass, TeensySdioDemo's sweep, SdFat's sector cache ---------------------------------------------
+
+DEMO = ["sdfat_bench.sketch=sdio-demo", "sdfat_bench.buf_bytes=2048", "sdfat_bench.file_bytes=65536",
+        "sdfat_bench.pre_allocate=false", "sdfat_bench.write_passes=1", "sdfat_bench.read_passes=1"]
+
+
+def test_pass_rows_give_every_pass_a_row_of_its_own():
+    rec = run_scenario(scen.load(SPI, [*SMALL, "sdfat_bench.pass_rows=true", "sdfat_bench.read_passes=3"]))
+    assert [r.label for r in rec.rows] == ["sdfat write 512 B pass 1", "sdfat write 512 B pass 2",
+                                           "sdfat read 512 B pass 1", "sdfat read 512 B pass 2",
+                                           "sdfat read 512 B pass 3"]
+    m = rec.metadata["sdfat_bench"]["rows"]
+    times = [p["ms"] for p in m["sdfat write"]["passes"] + m["sdfat read"]["passes"]]
+    assert all(r.runs == 1 for r in rec.rows)
+    assert [round(r.time_ms) for r in rec.rows] == pytest.approx(times, abs=1)
+    again = run_scenario(scen.load(SPI, [*SMALL, "sdfat_bench.pass_rows=true", "sdfat_bench.runs=2"]))
+    assert [r.runs for r in again.rows] == [2, 2, 2, 2], "each run adds a sample to its pass's row"
+
+
+def test_the_sdio_demo_sweeps_its_sizes_and_prints_its_table():
+    rec, windows, log = _traced(SPI, DEMO)
+    sizes = [512, 1024, 2048]
+    assert [r.label for r in rec.rows] == [f"sdfat {op} {b} B" for b in sizes for op in ("write", "read")]
+    assert [lab for _, _, lab in windows] == [r.label for r in rec.rows]
+    for row in rec.rows:
+        assert row.bytes == 65536 and row.runs == 1 and row.value == pytest.approx(65536 / row.time_ms)
+    m = rec.metadata["sdfat_bench"]
+    assert m["sketch"] == "sdio-demo" and m["sizes"] == sizes
+    for a, b, lab in windows:
+        names = [e.name for e in _in(log, a, b)]
+        if lab.startswith("sdfat write"):
+            assert "CMD17" in names, "no pre-allocation: the FAT is read as the chain grows in the timed pass"
+    text = sdfat_output(rec)
+    lines = text.splitlines()
+    assert lines[1:3] == ["size,write,read", "bytes,KB/sec,KB/sec"] and lines[-1] == "Done"
+    for b, line in zip(sizes, lines[3:6]):
+        size, w, r = line.split(",")
+        assert int(size) == b and float(w) == pytest.approx(m["rows"]["sdfat write"]["passes"][sizes.index(b)]["kb_s"],
+                                                              abs=0.01)
+    assert protocol("sdfat-bench").timed_calls(scen.load(SPI, DEMO)) == 6
+
+
+def test_the_sdio_demo_runs_on_an_sd_device_only(tmp_path, capsys):
+    d = tmp_path / "mnt"
+    d.mkdir()
+    code = main(["run", SPI, *[x for kv in DEMO for x in ("--set", kv)], "--dir", str(d), "--no-save"])
+    err = capsys.readouterr().err
+    assert code == 2 and "that sketch runs on an [sd] device (FAT) only" in err, err
+    assert os.listdir(d) == []
+
+
+@pytest.mark.parametrize("buf", [511, 64])
+def test_partial_sector_calls_go_through_sdfat_cache(buf):
+    """SdFat reserves a pre-allocated sector in its cache without reading it and writes it as soon as a call fills
+    it (FatFs would read every sector first): the write passes are one write stream, sector after sector, and
+    the read passes read each sector once."""
+    file_bytes = 32768
+    rec, windows, log = _traced("sdfat-bench-rp2040-sdfat-spi", [f"sdfat_bench.buf_bytes={buf}",
+                                                                 f"sdfat_bench.file_bytes={file_bytes}"])
+    n = file_bytes // buf
+    for a, b, lab in windows:
+        ev = _in(log, a, b)
+        names = [e.name for e in ev]
+        blocks = sum(e.nbytes for e in ev if e.name in ("DATA", "CMD25", "CMD18")) // 512
+        if lab == "sdfat write":
+            assert not {"CMD17", "CMD18"} & set(names), "no sector is read before it is written"
+            # one stream of the file's sectors, in order; the close then writes the directory entry
+            first = names.index("CMD25")
+            stream = names[first + 1:names.index("STOP_TRAN", first)]
+            assert set(stream) == {"DATA"} and len(stream) + 1 == -(-n * buf // 512), names
+            assert names.count("CMD25") == 2 and blocks == -(-n * buf // 512) + 1
+        else:
+            assert not {"CMD24", "CMD25"} & set(names)
+            assert blocks == -(-n * buf // 512), "every sector read once, through the cache"
+    m = rec.metadata["sdfat_bench"]["rows"]["sdfat write"]
+    assert m["calls_per_pass"] == n
+
+
+def test_sdfat_cache_reads_a_sector_a_write_rewrites_in_part():
+    from sdbench.fs.fat import FatConfig, FatFileSystem
+    from sdbench.media.memory import MemoryDevice
+    from sdbench.media.base import Geometry
+    from sdbench.workloads.sdfatfile import SdFatFile
+
+    dev = MemoryDevice(Geometry(sector_size=512, sector_count=131072))
+    fs = FatFileSystem(dev, FatConfig())
+    fs.format()
+    fs.mount()
+    try:
+        f = fs.open("/a.bin", "w")
+        sf = SdFatFile(f, lambda n: None, preallocated=False)
+        assert sf.write(bytes(range(256)) * 4) == 1024          # two whole sectors: straight
+        reads = dev.stats.reads
+        sf.seek(100)
+        sf.write(b"x" * 10)                                      # inside the file: the sector is read first
+        sf.sync()
+        assert dev.stats.reads == reads + 1, "the sector a write rewrites in part is read first, once"
+        sf.seek(0)
+        got = sf.read(1024)
+        assert got[:100] == (bytes(range(256)) * 4)[:100] and got[100:110] == b"x" * 10
+        assert got[110:] == (bytes(range(256)) * 4)[110:]
+        reads = dev.stats.reads
+        sf.seek(1024)
+        sf.write(b"end")                                         # past the end: reserved, not read
+        sf.sync()
+        assert dev.stats.reads == reads
+        f.close()
+        g = fs.open("/a.bin", "r")
+        assert g.read(1027)[1024:] == b"end"
+        g.close()
+    finally:
+        fs.unmount()

@@ -56,6 +56,7 @@ from .protocols import protocol, run_scenario
 from .repricing import ReplayMismatch, replayed_rows
 from .records import Row
 from .scenarios import load as load_scenario
+from .stack.sd import card_population
 
 DATA = resources.files("sdbench") / "data"
 
@@ -1383,8 +1384,8 @@ def write_profile(kind: str, name: str, updates: dict[str, float], out_dir: Path
     The profile starts from out_dir's copy when there is one (a run of several groups fills in one file), else
     from the shipped one; its comments stay. ``fit_rel_sd`` gets ``rel_sd`` (σ / value of the fields this fit
     tells) for the fields in ``updates``; what it records for other fields (fitted by other groups) stays.
-    ``unfitted`` keeps, for each field a fit ever changed, the value it had before the first fit (a card that
-    takes a field from the population has none there: the population is its value)."""
+    ``unfitted`` keeps, for each field a fit ever changed, the value it had before the first fit: for a card
+    that took the field from the population (``timing_from``), the population's value then."""
     _, folder, _, _ = TARGETS[kind]
     path = out_dir / folder / f"{name}.toml"
     if path.is_file():
@@ -1396,11 +1397,14 @@ def write_profile(kind: str, name: str, updates: dict[str, float], out_dir: Path
         text = res.read_text() if res.is_file() else ""
     unfitted = dict(table.get("unfitted") or {})
     fitted_before = table.get("fit_rel_sd") if isinstance(table.get("fit_rel_sd"), dict) else {}
+    held = card_population().medians if kind == "card" and table.get("timing_from") == "population" else {}
     for k in updates:
-        # only a first fit: a field fitted before holds the earlier fit's value, not the source's
-        if k not in unfitted and k not in fitted_before and isinstance(table.get(k), (int, float)) \
-                and not isinstance(table.get(k), bool):
-            unfitted[k] = table[k]
+        # only a first fit: a field fitted before holds the earlier fit's value, not the source's (a card that
+        # took the field from the population had the population's value)
+        before = table.get(k, held.get(k))
+        if k not in unfitted and k not in fitted_before and isinstance(before, (int, float)) \
+                and not isinstance(before, bool):
+            unfitted[k] = before
     table["unfitted"] = {k: unfitted[k] for k in (f.name for f in fields(TARGETS[kind][2])) if k in unfitted}
     table.update(updates)
     old_sd = table.get("fit_rel_sd") if isinstance(table.get("fit_rel_sd"), dict) else {}

@@ -31,6 +31,11 @@ class CostedFile(File):
         self._fs.charge()
         return self.inner.write(data, buf_addr=buf_addr)
 
+    def charge_call(self) -> None:
+        """Charge one read()/write() call without passing it on: a layer above that serves the call itself and
+        moves sectors through ``inner`` (SdFat's sector cache in the SdFat bench)."""
+        self._fs.charge()
+
     def seek(self, offset: int, whence: int = 0) -> int:
         return self.inner.seek(offset, whence)
 

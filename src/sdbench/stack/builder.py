@@ -126,6 +126,7 @@ def _build(sc: Any, devices: list[BlockDevice], recording: Any) -> Built:
         sd_dev, meta = MEDIA[kind].build(cfg, sc, clock, **({"loaded": loaded_sd} if loaded_sd else {}))
         devices.append(sd_dev)
         sd_parts = meta.pop("parts", None)
+        sd_warnings = meta.pop("warnings", [])
         host = getattr(sd_dev, "host", None)
         cache_cfg = sc.cache_config(host)
         bridge_cfg = sc.bridge_config()
@@ -184,6 +185,8 @@ def _build(sc: Any, devices: list[BlockDevice], recording: Any) -> Built:
     target = Target(sd_device=sd_dev, flash_raw_device=flash_raw, fs_factories=factories,
                     counter_devices=counters, hosts=hosts, clock=clock)
     built = Built(target, clock, stack, devices, faults=faults, profiles=loaded)
+    if sc.sd:
+        built.warnings.extend(sd_warnings)
     for section, fault_dev in faults.items():
         stack.setdefault(section, {})["faults"] = to_mapping(fault_dev.config)
     if sc.sd:

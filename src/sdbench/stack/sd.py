@@ -7,7 +7,7 @@ names them and may override single fields in ``[sd.host_params]`` /
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from ..clock import VirtualClock
 from ..errors import ConfigError, InternalError
 from .. import profiles
 from ..options import from_mapping, opt, to_mapping
+from ..media.sim import busclock
 from ..media.sim.bus import BusConfig, SdBus
 from ..media.sim.card import INERT_WITHOUT, CardProfile
 from ..media.sim.host import HostProfile, host_metadata
@@ -110,6 +111,9 @@ class SimSdParts:
     seed: int
     log_commands: bool = False
     initialise: bool = False
+    #: the bus clock asked for and made (sdbench.media.sim.busclock.resolve), and what the run says about it
+    clock: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
     def driver(self, clock: VirtualClock) -> SdHostDriver:
         """A fresh card behind the host profile's driver model, on ``clock`` (initialised, where the scenario
@@ -134,13 +138,15 @@ def sim_sd_parts(cfg: SimSdConfig, scenario: Any, loaded: Any = None) -> SimSdPa
         if cfg.capacity_bytes:
             card_over["capacity_bytes"] = cfg.capacity_bytes
         card = load_card(cfg.card, card_over, base)
-    return SimSdParts(host, card, cfg.bus, scenario.seed, cfg.log_commands, cfg.initialise)
+    bus, clock, warnings = busclock.resolve(host, cfg.bus, card)
+    return SimSdParts(host, card, bus, scenario.seed, cfg.log_commands, cfg.initialise, clock, tuple(warnings))
 
 
 def build_sim_sd(cfg: SimSdConfig, scenario: Any, clock: Any, loaded: Any = None) -> tuple[SdHostDriver,
                                                                                            dict[str, Any]]:
     parts = sim_sd_parts(cfg, scenario, loaded)
     dev = parts.driver(clock)
-    meta = {"media": "sim", "host": host_metadata(parts.host), "bus": to_mapping(cfg.bus),
-            "card": to_mapping(parts.card), "parts": parts}
+    meta = {"media": "sim", "host": host_metadata(parts.host), "bus": to_mapping(parts.bus),
+            "bus_clock": parts.clock, "card": to_mapping(parts.card), "parts": parts,
+            "warnings": list(parts.warnings)}
     return dev, meta

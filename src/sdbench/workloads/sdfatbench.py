@@ -31,12 +31,23 @@ Here the calls go through the stack's filesystem:
   (else the page cache, dropped with ``posix_fadvise`` before each read pass), ``fsync`` as the sync; the
   file is removed afterwards.
 
+A ``BUF_SIZE`` that is not a whole number of sectors (511, 64 bytes) goes through SdFat's one-sector cache,
+not FatFs' file buffer (:mod:`sdbench.workloads.sdfatfile`): that is where the two differ in sectors moved.
+
 Every pass is one timed call (``ctx.row(...).time``) on the stack's clock, so rows, counters, the simulated
 time breakdown and traces cover exactly the sketch's timed region; the per-call latencies are read from the
 same clock in whole µs, as ``micros()`` does.  Rows: ``sdfat write`` and ``sdfat read`` (the labels of
-:mod:`sdbench.importers.sdfat`), unit KB/s, ``bytes`` = FILE_SIZE, one sample per pass = the pass time.
+:mod:`sdbench.importers.sdfat`), unit KB/s, ``bytes`` = FILE_SIZE, one sample per pass = the pass time; with
+``pass_rows`` one row per pass instead, ``sdfat write 512 B pass 1`` ..., as a source that prints each pass.
 The printed figures per pass are in the run's metadata (``metadata["sdfat_bench"]``), and
 :func:`sdfat_output` renders a run as the sketch's serial output.
+
+``sketch = "sdio-demo"`` runs SdFat's other benchmark, examples/TeensySdioDemo (the same in SdFat 1.x and 2.x,
+whose buffer-size sweeps print ``size,write,read``): open ``TeensyDemo.bin`` (O_RDWR | O_CREAT, untimed), then
+for nb = 512, 1024 ... BUF_DIM (``buf_bytes``): ``truncate(0)`` (SdFat syncs there, untimed), ``micros()`` around
+FILE_SIZE / nb writes of nb bytes (no pre-allocation, no sync: a transfer the driver left open ends in the
+read pass's first call), ``rewind()``, ``micros()`` around as many reads, each checking the buffer's first and
+last words; KB/s = 1000 * FILE_SIZE / t.  Rows ``sdfat write 4096 B``, ``sdfat read 4096 B`` ..., one per size.
 
 ``--runs N`` sets ``sdfat_bench.runs``: the sketch's loop run N times (a key press each), every run
 adding ``write_passes`` and ``read_passes`` samples to the rows.
@@ -50,13 +61,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..clock import VirtualClock
 from ..errors import ConfigError, SdbenchError
 from ..fs.fat import plan_volume, volume_capacity_bytes
+from ..ledger import Price
 from ..media.linux import AlignedBuffer
 from ..options import opt
 from ..records import Row, RunRecord
 from ..runner import Context
 from .fio import sdfat_pattern
+from .sdfatfile import SdFatFile
 
 TABLE = "sdfat_bench"
 FAT_FILE = "/bench.dat"     # the sketch's name (FAT keeps it as the short name BENCH.DAT)
@@ -71,6 +85,11 @@ BUF_ADDR = 0x3FFB_0000
 #: the sketch's initial minLatency
 MIN_LATENCY_START = 9_999_999
 LABELS = {"write": "sdfat write", "read": "sdfat read"}
+#: the sketches: examples/bench, examples/TeensySdioDemo
+SKETCHES = ("bench", "sdio-demo")
+#: TeensySdioDemo's smallest size and its file: 256 buffers of the largest (FILE_SIZE = 256UL * BUF_DIM)
+DEMO_FIRST_BYTES = 512
+DEMO_FILE = "/TeensyDemo.bin"
 
 
 @dataclass(frozen=True)
@@ -80,8 +99,9 @@ class SdFatBenchConfig:
     file_bytes: int = opt(5 * MB, unit="B", min=SECTOR, max=MAX_FILE_BYTES,
                           help="FILE_SIZE: the file a pass writes or reads (FILE_SIZE_MB = 5, MB = 10^6 B); "
                                "n = file_bytes / buf_bytes calls")
-    buf_bytes: int = opt(512, unit="B", min=SECTOR, max=MAX_BUF_BYTES,
-                         help="BUF_SIZE: bytes per write()/read() call; a multiple of 512")
+    buf_bytes: int = opt(512, unit="B", min=8, max=MAX_BUF_BYTES,
+                         help="BUF_SIZE: bytes per call (sdio-demo: BUF_DIM, its largest size, a power of two); "
+                              "partial sectors go via SdFat's cache")
     write_passes: int = opt(2, min=1, max=255, help="WRITE_COUNT: write passes per run")
     read_passes: int = opt(2, min=1, max=255, help="READ_COUNT: read passes per run")
     pre_allocate: bool = opt(True, help="PRE_ALLOCATE: reserve the file's clusters before the write passes "
@@ -89,13 +109,44 @@ class SdFatBenchConfig:
     runs: int = opt(1, min=1, max=1000,
                     help="runs of the sketch's loop (a key press each; --runs sets it), each adding its "
                          "passes' samples to the rows")
+    sketch: str = opt("bench", choices=SKETCHES,
+                      help="bench: examples/bench; sdio-demo: examples/TeensySdioDemo, a write and a read pass per "
+                           "size, 512 B to buf_bytes")
+    pass_rows: bool = opt(False, help="bench: a row per pass ('sdfat write 512 B pass 1' ...); false: a row per "
+                                      "operation, a sample per pass")
 
     def __post_init__(self) -> None:
-        if self.buf_bytes % SECTOR:
-            raise ValueError(f"buf_bytes = {self.buf_bytes} B is not a whole number of {SECTOR}-byte sectors")
         if self.buf_bytes > self.file_bytes:
             raise ValueError(f"buf_bytes = {self.buf_bytes} B is larger than file_bytes = {self.file_bytes} B: "
                              "a pass would make no call")
+        if self.sketch == "sdio-demo":
+            b = self.buf_bytes
+            if b < DEMO_FIRST_BYTES or b & (b - 1):
+                raise ValueError(f"buf_bytes = {b} B: the sdio-demo sketch's BUF_DIM is a power of two from "
+                                 f"{DEMO_FIRST_BYTES} B (its sizes double from {DEMO_FIRST_BYTES} B up to it)")
+            if self.pre_allocate or self.write_passes != 1 or self.read_passes != 1 or self.pass_rows:
+                raise ValueError("the sdio-demo sketch writes and reads once per size, without pre-allocation: "
+                                 "set pre_allocate = false, write_passes = 1, read_passes = 1, pass_rows = false")
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The buffer sizes a run goes through: BUF_SIZE (bench), 512 ... BUF_DIM (sdio-demo)."""
+        if self.sketch == "bench":
+            return (self.buf_bytes,)
+        return tuple(DEMO_FIRST_BYTES << i for i in range((self.buf_bytes // DEMO_FIRST_BYTES).bit_length()))
+
+    def calls_of(self, buf: int) -> int:
+        """Calls per pass with ``buf``-byte calls."""
+        return self.file_bytes // buf
+
+    def labels(self) -> list[tuple[str, str]]:
+        """(row label, op) of every row a run emits, in order."""
+        if self.sketch == "sdio-demo":
+            return [(f"{LABELS[op]} {b} B", op) for b in self.sizes for op in ("write", "read")]
+        if self.pass_rows:
+            return [(f"{LABELS[op]} {self.buf_bytes} B pass {k}", op)
+                    for op, n in (("write", self.write_passes), ("read", self.read_passes)) for k in range(1, n + 1)]
+        return [(LABELS["write"], "write"), (LABELS["read"], "read")]
 
     @property
     def calls(self) -> int:
@@ -116,7 +167,7 @@ def config_of(sc: Any) -> SdFatBenchConfig:
 def timed_calls(sc: Any) -> int:
     """One timed call per pass."""
     cfg = config_of(sc)
-    return cfg.runs * (cfg.write_passes + cfg.read_passes)
+    return cfg.runs * len(cfg.sizes) * (cfg.write_passes + cfg.read_passes)
 
 
 # ---- preflight -------------------------------------------------------------------------------------------
@@ -139,6 +190,9 @@ def preflight(sc: Any, built: Any) -> None:
         return
     if "dir" not in built.target.fs_factories:
         raise ConfigError(f"scenario {sc.name}: protocol sdfat-bench needs an [sd] device or a directory")
+    if cfg.sketch != "bench":
+        raise ConfigError(f"{TABLE}.sketch = {cfg.sketch!r}: that sketch runs on an [sd] device (FAT) only, "
+                          "not in a directory")
     fs = built.target.make_fs("dir")
     host = fs.host_path(DIR_FILE)
     if os.path.lexists(host):
@@ -208,34 +262,66 @@ def _kb_s(row: Row) -> float:
     return row.bytes / row.time_ms if row.time_ms else 0.0
 
 
+class _Rows:
+    """The run's row timers (one per label of :meth:`SdFatBenchConfig.labels`) and each pass's printed figures,
+    per operation in the order the sketch prints them."""
+
+    def __init__(self, cfg: SdFatBenchConfig, ctx: Context, devices: tuple[Any, ...]) -> None:
+        self.cfg = cfg
+        self.timers = {label: ctx.row(label, op, cfg.file_bytes, devices, unit="KB/s", value_fn=_kb_s)
+                       for label, op in cfg.labels()}
+        self.passes: dict[str, list[dict[str, Any]]] = {"write": [], "read": []}
+
+    def timer(self, op: str, k: int, buf: int) -> Any:
+        """The row timer of pass ``k`` (0-based, within a run) of ``op`` with ``buf``-byte calls."""
+        cfg = self.cfg
+        if cfg.sketch == "sdio-demo":
+            return self.timers[f"{LABELS[op]} {buf} B"]
+        if cfg.pass_rows:
+            return self.timers[f"{LABELS[op]} {buf} B pass {k + 1}"]
+        return self.timers[LABELS[op]]
+
+
 def run(sc: Any, built: Any, ctx: Context) -> Iterator[Row]:
     cfg = config_of(sc)
     dev = built.target.sd_device
     devices = (dev,) if dev is not None else ()
-    w = ctx.row(LABELS["write"], "write", cfg.file_bytes, devices, unit="KB/s", value_fn=_kb_s)
-    r = ctx.row(LABELS["read"], "read", cfg.file_bytes, devices, unit="KB/s", value_fn=_kb_s)
-    passes: dict[str, list[dict[str, Any]]] = {"write": [], "read": []}
+    rows = _Rows(cfg, ctx, devices)
+    passes = rows.passes
     meta: dict[str, Any] = {
-        "file_bytes": cfg.file_bytes, "buf_bytes": cfg.buf_bytes, "moved_bytes": cfg.moved_bytes,
-        "write_passes": cfg.write_passes, "read_passes": cfg.read_passes, "runs": cfg.runs,
-        "pre_allocate": cfg.pre_allocate, "skip_first_latency": True,
+        "sketch": cfg.sketch, "file_bytes": cfg.file_bytes, "buf_bytes": cfg.buf_bytes,
+        "moved_bytes": cfg.moved_bytes, "write_passes": cfg.write_passes, "read_passes": cfg.read_passes,
+        "runs": cfg.runs, "pre_allocate": cfg.pre_allocate, "skip_first_latency": True,
         "rows": {LABELS[op]: {"passes": passes[op], "calls_per_pass": cfg.calls, "call_bytes": cfg.buf_bytes}
                  for op in ("write", "read")}}
+    if cfg.sketch == "sdio-demo":
+        meta["sizes"] = list(cfg.sizes)
     built.metadata["sdfat_bench"] = meta
     if dev is not None:
-        _run_fat(built, cfg, ctx, w, r, passes, meta)
+        _run_fat(built, cfg, ctx, rows, meta)
     else:
-        _run_dir(built, cfg, ctx, w, r, passes, meta)
-    yield w.finish()
-    yield r.finish()
+        _run_dir(built, cfg, ctx, rows, meta)
+    for timer in rows.timers.values():
+        yield timer.finish()
 
 
-def _timed_pass(ctx: Context, timer: Any, op: str, cfg: SdFatBenchConfig, call: Callable[[], int],
+def _timed_pass(ctx: Context, timer: Any, op: str, cfg: SdFatBenchConfig, buf: int, call: Callable[[], int],
                 sync: Callable[[], None] | None) -> dict[str, Any]:
-    """One pass as the sketch times it: millis() around the loop (and the sync), micros() around each call.
-    ``call`` does one read or write and returns the file position after it."""
+    """One pass as the sketch times it: bench: millis() around the loop (and the sync), micros() around each
+    call; sdio-demo: micros() around the loop.  ``call`` does one read or write and returns the file position
+    after it."""
     now = ctx.clock.now_ns
-    n = cfg.calls
+    n = cfg.calls_of(buf)
+    if cfg.sketch == "sdio-demo":
+        def loop() -> int:
+            t = now() // 1000
+            for _ in range(n):
+                call()
+            return now() // 1000 - t
+
+        us = timer.time(loop)
+        # Serial.print(1000.0 * FILE_SIZE / t): a double, printed with two decimals
+        return {"buf_bytes": buf, "us": us, "kb_s": 1000.0 * cfg.file_bytes / us if us else float("inf")}
     lat: list[int] = []
     pos: list[int] = []
 
@@ -261,12 +347,24 @@ def _check_read(data: bytes, buf_bytes: int, offset: int) -> None:
         raise SdbenchError(f"data check error at offset {offset}")
 
 
-def _run_fat(built: Any, cfg: SdFatBenchConfig, ctx: Context, w: Any, r: Any,
-             passes: dict[str, list[dict[str, Any]]], meta: dict[str, Any]) -> None:
+def _copy_charge(built: Any, clock: Any) -> Callable[[int], None]:
+    """Charges the CPU's copy of n bytes into or out of SdFat's sector cache (the host's copy_cycles_per_byte;
+    nothing on a stack with no simulated host)."""
+    parts = built.sd_parts
+    if parts is None or not isinstance(clock, VirtualClock):
+        return lambda n: None
+    host = parts.host
+
+    def copy(n: int) -> None:
+        price = Price("sd.host", "copy_cycles_per_byte", n)
+        clock.advance_priced(price.ns(host), "host", price)
+    return copy
+
+
+def _run_fat(built: Any, cfg: SdFatBenchConfig, ctx: Context, rows: _Rows, meta: dict[str, Any]) -> None:
     dev = built.target.sd_device
     fs = built.target.make_fs("sd_fatfs")
-    pattern = sdfat_pattern(cfg.buf_bytes)
-    buf = cfg.buf_bytes
+    copy = _copy_charge(built, ctx.clock)
     fs.format()
     mounted = False
     try:
@@ -286,28 +384,10 @@ def _run_fat(built: Any, cfg: SdFatBenchConfig, ctx: Context, w: Any, r: Any,
                     f.seek(cfg.file_bytes)
                     f.seek(0)
                     f.close()
-            for _ in range(cfg.write_passes):
-                f = fs.open(FAT_FILE, "r+" if cfg.pre_allocate else "w")
-
-                def write(f: Any = f) -> int:
-                    if f.write(pattern, buf_addr=BUF_ADDR) != buf:
-                        raise SdbenchError("write failed")
-                    return f.tell()
-
-                passes["write"].append(_timed_pass(ctx, w, "write", cfg, write, f.close))
-            f = fs.open(FAT_FILE, "r")
-            try:
-                for _ in range(cfg.read_passes):
-                    f.seek(0)   # rewind()
-
-                    def read(f: Any = f) -> int:
-                        at = f.tell()
-                        _check_read(f.read(buf, buf_addr=BUF_ADDR), buf, at)
-                        return f.tell()
-
-                    passes["read"].append(_timed_pass(ctx, r, "read", cfg, read, None))
-            finally:
-                f.close()
+            if cfg.sketch == "sdio-demo":
+                _demo_fat(fs, cfg, ctx, rows, copy)
+            else:
+                _bench_fat(fs, cfg, ctx, rows, copy)
             fs.unmount()   # sd.end()
             mounted = False
     finally:
@@ -315,10 +395,87 @@ def _run_fat(built: Any, cfg: SdFatBenchConfig, ctx: Context, w: Any, r: Any,
             fs.unmount()
 
 
-def _run_dir(built: Any, cfg: SdFatBenchConfig, ctx: Context, w: Any, r: Any,
-             passes: dict[str, list[dict[str, Any]]], meta: dict[str, Any]) -> None:
+def _bench_fat(fs: Any, cfg: SdFatBenchConfig, ctx: Context, rows: _Rows, copy: Callable[[int], None]) -> None:
+    """One loop() of examples/bench over FatFs, the calls as SdFat makes them (:class:`SdFatFile`)."""
+    buf = cfg.buf_bytes
+    pattern = sdfat_pattern(buf)
+    for k in range(cfg.write_passes):
+        f = fs.open(FAT_FILE, "r+" if cfg.pre_allocate else "w")
+        sf = SdFatFile(f, copy, preallocated=cfg.pre_allocate)
+
+        def write(sf: SdFatFile = sf) -> int:
+            if sf.write(pattern, buf_addr=BUF_ADDR) != buf:
+                raise SdbenchError("write failed")
+            return sf.tell()
+
+        def sync(sf: SdFatFile = sf, f: Any = f) -> None:
+            sf.sync()
+            f.close()
+
+        rows.passes["write"].append(_timed_pass(ctx, rows.timer("write", k, buf), "write", cfg, buf, write, sync))
+    f = fs.open(FAT_FILE, "r")
+    try:
+        sf = SdFatFile(f, copy, preallocated=False)
+        for k in range(cfg.read_passes):
+            sf.seek(0)   # rewind()
+
+            def read(sf: SdFatFile = sf) -> int:
+                at = sf.tell()
+                _check_read(sf.read(buf, buf_addr=BUF_ADDR), buf, at)
+                return sf.tell()
+
+            rows.passes["read"].append(_timed_pass(ctx, rows.timer("read", k, buf), "read", cfg, buf, read, None))
+    finally:
+        f.close()
+
+
+def _demo_fat(fs: Any, cfg: SdFatBenchConfig, ctx: Context, rows: _Rows, copy: Callable[[int], None]) -> None:
+    """One runTest() of examples/TeensySdioDemo over FatFs."""
+    f = fs.open(DEMO_FILE, "r+" if fs.exists(DEMO_FILE) else "w")   # O_RDWR | O_CREAT
+    try:
+        sf = SdFatFile(f, copy, preallocated=False)
+        for nb in cfg.sizes:
+            # file.truncate(0): SdFat frees the chain and syncs (FAT, directory entry); untimed
+            f.seek(0)
+            f.truncate(0)
+            f.sync()
+            sf.seek(0)
+            block = bytearray(nb)
+            counter = iter(range(cfg.calls_of(nb)))
+
+            def write(nb: int = nb, block: bytearray = block, counter: Any = counter) -> int:
+                n = next(counter)
+                stamp = n.to_bytes(4, "little")       # buf32[0] = n; buf32[nb / 4 - 1] = n
+                block[:4] = stamp
+                block[nb - 4:] = stamp
+                if sf.write(block, buf_addr=BUF_ADDR) != nb:
+                    raise SdbenchError("write failed")
+                return sf.tell()
+
+            rows.passes["write"].append(_timed_pass(ctx, rows.timer("write", 0, nb), "write", cfg, nb, write, None))
+            sf.seek(0)   # rewind()
+            reads = iter(range(cfg.calls_of(nb)))
+
+            def read(nb: int = nb, reads: Any = reads) -> int:
+                n, at = next(reads), sf.tell()
+                data = sf.read(nb, buf_addr=BUF_ADDR)
+                stamp = n.to_bytes(4, "little")
+                if len(data) != nb:
+                    raise SdbenchError(f"read failed: {len(data)} of {nb} B at offset {at}")
+                if data[:4] != stamp or data[nb - 4:] != stamp:   # the sketch's crude check of data
+                    raise SdbenchError(f"data check at offset {at}")
+                return sf.tell()
+
+            rows.passes["read"].append(_timed_pass(ctx, rows.timer("read", 0, nb), "read", cfg, nb, read, None))
+        sf.sync()
+    finally:
+        f.close()   # file.close()
+
+
+def _run_dir(built: Any, cfg: SdFatBenchConfig, ctx: Context, rows: _Rows, meta: dict[str, Any]) -> None:
     fs = built.target.make_fs("dir")
     buf = cfg.buf_bytes
+    passes = rows.passes
     want_direct = bool(fs.direct_align_bytes) and buf % fs.direct_align_bytes == 0
     if fs.direct_align_bytes and not want_direct:
         built.warnings.append(f"{fs.root}: O_DIRECT needs {fs.direct_align_bytes}-byte transfers here; the "
@@ -333,7 +490,7 @@ def _run_dir(built: Any, cfg: SdFatBenchConfig, ctx: Context, w: Any, r: Any,
     try:
         for _ in range(cfg.runs):
             os.ftruncate(fd, 0)   # O_TRUNC
-            for _ in range(cfg.write_passes):
+            for k in range(cfg.write_passes):
                 os.ftruncate(fd, 0)
                 os.lseek(fd, 0, os.SEEK_SET)
                 if fallocate:
@@ -356,9 +513,10 @@ def _run_dir(built: Any, cfg: SdFatBenchConfig, ctx: Context, w: Any, r: Any,
                         raise SdbenchError(f"write failed: {got} of {buf} B")
                     return os.lseek(fd, 0, os.SEEK_CUR)
 
-                passes["write"].append(_timed_pass(ctx, w, "write", cfg, write, lambda: os.fsync(fd)))
+                passes["write"].append(_timed_pass(ctx, rows.timer("write", k, buf), "write", cfg, buf, write,
+                                                   lambda: os.fsync(fd)))
                 os.ftruncate(fd, cfg.moved_bytes)   # truncate(): drop the pre-allocated tail
-            for _ in range(cfg.read_passes):
+            for k in range(cfg.read_passes):
                 os.lseek(fd, 0, os.SEEK_SET)
                 try:
                     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
@@ -375,7 +533,7 @@ def _run_dir(built: Any, cfg: SdFatBenchConfig, ctx: Context, w: Any, r: Any,
                     _check_read(bytes(rv[:got]), buf, at)
                     return at + got
 
-                passes["read"].append(_timed_pass(ctx, r, "read", cfg, read, None))
+                passes["read"].append(_timed_pass(ctx, rows.timer("read", k, buf), "read", cfg, buf, read, None))
     finally:
         os.close(fd)
         wbuf.close()
@@ -423,6 +581,8 @@ def sdfat_output(rec: RunRecord) -> str:
     settings, the write and read sections with one ``speed,max,min,avg`` line per pass, "Done", and the prompt
     the sketch waits at.  :mod:`sdbench.importers.sdfat` reads it back into the same rows."""
     m = _bench_meta(rec)
+    if m.get("sketch") == "sdio-demo":
+        return _demo_output(m)
     runs = int(m.get("runs", 1))
     wp, rp = int(m["write_passes"]), int(m["read_passes"])
     wpasses = m["rows"].get(LABELS["write"], {}).get("passes", [])
@@ -454,4 +614,19 @@ def sdfat_output(rec: RunRecord) -> str:
         out += [_pass_line(p) for p in rpasses[k * rp:(k + 1) * rp]]
         out += ["", "Done"]
     out.append("Type any character to start")
+    return "\n".join(out) + "\n"
+
+
+def _demo_output(m: dict[str, Any]) -> str:
+    """A run of the sdio-demo sketch as TeensySdioDemo prints it: per run the ``size,write,read`` table (KB/sec
+    with two decimals, Arduino's Print of a double), then "Done"."""
+    wpasses = m["rows"].get(LABELS["write"], {}).get("passes", [])
+    rpasses = m["rows"].get(LABELS["read"], {}).get("passes", [])
+    out: list[str] = []
+    for w, r in zip(wpasses, rpasses):
+        if w["buf_bytes"] == DEMO_FIRST_BYTES:
+            out += ["", "size,write,read", "bytes,KB/sec,KB/sec"]
+        out.append(f"{w['buf_bytes']},{put_double(float(w['kb_s']))},{put_double(float(r['kb_s']))}")
+        if w["buf_bytes"] == m["buf_bytes"]:
+            out += ["", "Done"]
     return "\n".join(out) + "\n"

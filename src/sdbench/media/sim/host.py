@@ -30,6 +30,10 @@ KEEP_OPEN = ("none", "writes", "all")
 BUSY_WAITS = ("cmd13", "dat0")
 #: what the host's disk glue does with a filesystem's trim request
 TRIM_COMMANDS = ("none", "discard", "erase")
+#: the divisors a host's bus clock divider has (HostProfile.bus_clock_divisors)
+BUS_CLOCK_DIVISORS = ("integer", "even", "power-of-two")
+#: an SD data block
+SECTOR_BYTES = 512
 #: bound of time-like profile values: longer than any SD or driver timeout by far, and well inside the floats
 MAX_TIME_US = 10_000_000.0
 #: bound of per-byte software costs (a millisecond per byte even at 1 GHz)
@@ -149,12 +153,41 @@ class HostProfile:
                                                    "SDIO driver)")
     # newlib's FILE layer above the VFS (fopen/fprintf/fgetc): one block of its own, see media/sim/newlib.py
     stdio: NewlibStdio = opt(factory=NewlibStdio, help=STDIO_HELP)
+    # how a block's data moves (sdfat-spi, sdio), the clock the host's divider makes, and SdFat's polling: every
+    # default leaves a profile as it was (docs/hosts.md, "Data phase and bus clock")
+    spi_frame_gap_clocks: float = opt(0.0, unit="clocks", min=0, max=64,
+                                      help="sdfat-spi: idle clocks between the bytes of a block on the bus (e.g. "
+                                           "the PL022's frame pulse in SPI mode 0)")
+    spi_chunk_bytes: int = opt(0, unit="B", min=0, max=SECTOR_BYTES,
+                               help="sdfat-spi: a block moves in chunks of this many bytes, the bus idle between "
+                                    "them; 0 = no chunks")
+    spi_chunk_cycles: float = opt(0.0, unit="cycles", min=0, max=MAX_CYCLES_PER_BYTE,
+                                  help="sdfat-spi: CPU cost of one chunk (spi_chunk_bytes), the bus idle "
+                                       "meanwhile")
+    fifo_cycles_per_byte: float = opt(0.0, unit="cycles/B", min=0, max=MAX_CYCLES_PER_BYTE,
+                                      help="sdfat-spi, sdio: CPU cost per byte of a FIFO the CPU feeds while the bus "
+                                           "runs; a block takes the longer of the two")
+    poll_cycles: float = opt(0.0, unit="cycles", min=0, max=MAX_CYCLES_PER_BYTE,
+                             help="sdfat-spi: CPU cost of one pass of a polling loop beyond its byte (SdFat's timeout "
+                                  "check calls millis())")
+    read_clock_ratio: float = opt(1.0, min=0.05, max=1.0,
+                                  help="sdio: the clock of read data as a fraction of the bus clock (PIO SDIO at 5 "
+                                       "cycles against 4: 0.8)")
+    auto_stop: bool = opt(False, help="sdio: the controller sends CMD12 after a multi-block transfer by itself (no "
+                                      "command transaction of the CPU)")
+    bus_clock_source_hz: int = opt(0, unit="Hz", min=0, max=10_000_000_000,
+                                   help="the clock the host's divider divides: the bus runs at the fastest divided "
+                                        "clock not above the one asked for; 0 = none")
+    bus_clock_divisors: str = opt("integer", choices=BUS_CLOCK_DIVISORS,
+                                  help="the divider's divisors: integer (1, 2, 3 ...), even (2, 4, 6 ...), "
+                                       "power-of-two (2, 4 ... 256)")
     fit_rel_sd: dict[str, float] = opt(factory=dict, help=FIT_REL_SD_HELP)
     unfitted: dict[str, float] = opt(factory=dict, help=UNFITTED_HELP)
 
     def __post_init__(self) -> None:
         check_fit_rel_sd(self)
-        check_text_fields(self, ("mcu", "software"), "cpu_hz, rtos_tick_hz, max_bus_clock_hz, min_clock_divider")
+        check_text_fields(self, ("mcu", "software"),
+                          "cpu_hz, rtos_tick_hz, max_bus_clock_hz, min_clock_divider, bus_clock_source_hz")
         for mode, hz in self.uhs_max_clock_hz.items():
             if mode not in UHS_MODES:
                 raise ValueError(f"uhs_max_clock_hz: {str(mode)[:20]!r} is not a UHS-I mode ({', '.join(UHS_MODES)})")
@@ -187,6 +220,8 @@ class HostProfile:
         if limit:
             facts.append(f"bus clock at most {mhz_text(limit)}"
                          + (f" ({source})" if source != "max_bus_clock_hz" else ""))
+        if self.bus_clock_source_hz:
+            facts.append(f"bus clock {mhz_text(self.bus_clock_source_hz)} / {self.bus_clock_divisors} divisor")
         facts.append("High Speed switching (CMD6)" if self.high_speed else "no High Speed switching (Default Speed)")
         if self.uhs_max_clock_hz:
             facts.append("UHS-I " + ", ".join(f"{m.upper()} at most {mhz_text(hz)}"

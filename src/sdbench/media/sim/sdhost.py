@@ -97,6 +97,10 @@ class _Stream:
     start_lba: int
     next_lba: int
     blocks: int = 0
+    #: when the card has the next block ready (a read's gap) or is done programming the last one (a write's
+    #: busy): it works on that while the host is away between requests, so the next request waits only for what
+    #: is left
+    ready_ns: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -110,8 +114,9 @@ class CommandEvent:
 
 
 def check_bus_clock(host: HostProfile, bus: SdBus, card: CardProfile, *, where: str = "sd.bus") -> None:
-    """Refuse a bus clock the host cannot generate or the card does not take in that mode (ConfigError naming
-    the option and the limit)."""
+    """Refuse a bus clock the host cannot generate or, for a host that switches cards to High Speed, the card
+    does not take in that mode (ConfigError naming the option and the limit).  A host that leaves the card in
+    Default Speed may clock it faster: a warning, not a refusal (sdbench.media.sim.busclock)."""
     clk = bus.cfg.clock_hz
     if bus.uhs:
         _check_uhs_clock(host, bus, card, where)
@@ -125,14 +130,12 @@ def check_bus_clock(host: HostProfile, bus: SdBus, card: CardProfile, *, where: 
                           f"(max_bus_clock_hz)")
     _check_cpu_tied_clock(host, clk, where)
     limit = card.max_clock_hz(host.high_speed and bus.cfg.mode != "ds")
-    if clk > limit:
+    if clk > limit and host.high_speed:  # a host that sends no CMD6 may overclock: busclock warns
         mode = "SPI mode" if bus.is_spi else "SD mode"
         if limit == card.high_speed_max_clock_hz:
             why = "High Speed"
         elif bus.cfg.mode == "ds":
             why = f"Default Speed: {where}.mode = \"ds\""
-        elif card.high_speed_max_clock_hz:
-            why = f"Default Speed: host {host.name}'s driver does not switch cards to High Speed"
         else:
             why = "Default Speed: the card has no High Speed mode"
         raise ConfigError(f"{where}.clock_hz = {clk} Hz is above card {card.name}'s limit {limit} Hz in {mode} "
@@ -664,6 +667,12 @@ class SdHostDriver(BlockDevice):
         st = self._stream
         return st is not None and st.kind == kind and st.next_lba == lba and self._streams(kind, count)
 
+    def _stream_left(self) -> float:
+        """What is left of the open transfer's block gap (reads) or block busy (writes) when a request continues
+        it: the card worked on it while the host was away."""
+        st = self._stream
+        return max(0.0, st.ready_ns - self.vclock.now_ns()) if st is not None else 0.0
+
     def _stream_erase(self, lba: int, count: int, kind: str) -> None:
         arg = ERASE_ARGS[kind]
         busy = self.card.erase_busy_ns(count, kind)
@@ -688,8 +697,10 @@ class SdHostDriver(BlockDevice):
 
     # ---- sdfat-spi: SdFat's SdSpiCard ------------------------------------------------------
     def _sf_byte_ns(self) -> float:
-        """One spiReceive()/spiSend() of a single byte: 8 clocks plus the call."""
-        return self.bus.poll_byte_ns() + self.host.cycles_ns(self.host.spi_byte_cycles)
+        """One pass of a polling loop: a spiReceive() of a single byte (8 clocks plus the call) and the timeout
+        check (poll_cycles)."""
+        h = self.host
+        return self.bus.poll_byte_ns() + h.cycles_ns(h.spi_byte_cycles + h.poll_cycles)
 
     def _sf_poll(self, wait_ns: float, parts: Any = (), *, at_least: int = 0) -> None:
         """0xFF bytes read one call at a time until a token arrives or busy ends (at least ``at_least``);
@@ -701,7 +712,8 @@ class SdHostDriver(BlockDevice):
             self._waited(t0, wait_ns, parts)
         elif at_least:
             self._spend(at_least * self.bus.poll_byte_ns(), "bus", POLLING)
-            self._sw(at_least * self.host.spi_byte_cycles, "spi_byte_cycles")
+            self._sw_mix((("spi_byte_cycles", at_least * self.host.spi_byte_cycles),
+                          ("poll_cycles", at_least * self.host.poll_cycles)))
 
     def _sf_single_bytes(self, n: int) -> None:
         """n single-byte SPI calls outside a block (CS high + 0xFF, the dummy byte after select)."""
@@ -734,11 +746,41 @@ class SdHostDriver(BlockDevice):
         self._spend(self.bus.ns(clocks), "bus", BUS)
         return t0
 
-    def _sf_block_cpu(self, single_bytes: int) -> None:
+    def _sf_block(self, single_bytes: int) -> None:
+        """:meth:`_sf_block_steps`, its cost recorded once per driver (it depends on the profiles only)."""
+        key = ("sf-block", single_bytes)
+        cost = self._costs.get(key)
+        if cost is None:
+            cost = self._recorded(key, lambda: self._sf_block_steps(single_bytes))
+        self.vclock.charge(cost)
+
+    def _sf_block_steps(self, single_bytes: int) -> None:
+        """One block's transfer after its wait: ``single_bytes`` single-byte calls (token, CRC, data response)
+        and the 512 data bytes as the driver moves them: on the bus at its clock with ``spi_frame_gap_clocks``
+        between bytes; a byte loop's CPU time per byte (``byte_cycles``) after each byte's clocks; chunks
+        (``spi_chunk_bytes``) each with the bus idle while the CPU sets the next up (``spi_chunk_cycles``); a
+        CPU-fed FIFO (``fifo_cycles_per_byte``) that holds the bus back only where the CPU is the slower; and
+        the block's set-up (``block_cycles``: DMA channels, a memset, the call chain)."""
         h = self.host
+        wire = self.bus.ns(SECTOR * 8)
+        gap = self.bus.ns(SECTOR * h.spi_frame_gap_clocks)
+        self._spend(self.bus.ns(single_bytes * 8) + wire, "bus", BUS)
+        if gap:
+            self._spend(gap, "bus", "sd.host.spi_frame_gap_clocks")
+        chunks = -(-SECTOR // h.spi_chunk_bytes) if h.spi_chunk_bytes else 0
         self._sw_mix((("block_cycles", h.block_cycles), ("byte_cycles", h.byte_cycles * SECTOR),
                       ("crc_cycles_per_byte", h.crc_cycles_per_byte * SECTOR),
+                      ("spi_chunk_cycles", h.spi_chunk_cycles * chunks),
+                      ("fifo_cycles_per_byte", self._fifo_overrun_cycles(wire + gap)),
                       ("spi_byte_cycles", h.spi_byte_cycles * single_bytes)))
+
+    def _fifo_overrun_cycles(self, bus_ns: float) -> float:
+        """The CPU cycles a CPU-fed FIFO (``fifo_cycles_per_byte``) adds to a block whose data take ``bus_ns`` on
+        the bus: what the CPU's loop takes beyond the bus time."""
+        h = self.host
+        if not h.fifo_cycles_per_byte:
+            return 0.0
+        return max(0.0, h.fifo_cycles_per_byte * SECTOR - bus_ns * h.cpu_hz / 1e9)
 
     def _sf_stop(self) -> None:
         """syncDevice: end an open CMD18 (CMD12) or CMD25 (busy of the last block, stop-tran token, CS high)."""
@@ -751,7 +793,7 @@ class SdHostDriver(BlockDevice):
             self._event(t0, "CMD12", 0)
         else:
             t0 = self.vclock.now_ns()
-            self._sf_poll(self.card.write_block_busy_ns(True), "sd.card.write_busy_block_us", at_least=1)
+            self._sf_poll(max(0.0, st.ready_ns - t0), "sd.card.write_busy_block_us", at_least=1)
             self._spend(self.bus.stop_tran_ns(), "bus", BUS)  # STOP_TRAN_TOKEN, then CS high and one 0xFF byte
             self._sw(2 * self.host.spi_byte_cycles, "spi_byte_cycles")
             self._spi_active = False
@@ -765,7 +807,7 @@ class SdHostDriver(BlockDevice):
 
     def _sf_read(self, lba: int, count: int) -> None:
         if self._continues("read", lba, count):
-            t0, name, first_wait = self.vclock.now_ns(), "DATA", self.card.read_block_gap_ns()
+            t0, name, first_wait = self.vclock.now_ns(), "DATA", self._stream_left()
             multi = True
         else:
             stream = self._streams("read", count)
@@ -781,8 +823,7 @@ class SdHostDriver(BlockDevice):
                 self._sf_poll(first_wait, first_key)
             else:
                 self._sf_poll(self.card.read_block_gap_ns(), "sd.card.read_block_gap_us")
-            self._spend(self.bus.read_block_ns(), "bus", BUS)
-            self._sf_block_cpu(3)  # the token and the two CRC bytes are single-byte calls
+            self._sf_block(3)  # the token and the two CRC bytes are single-byte calls
         if name == "DATA":
             self._log_only(t0, name, lba, count * SECTOR)
         else:
@@ -790,6 +831,7 @@ class SdHostDriver(BlockDevice):
         st = self._stream
         if st is not None:
             st.next_lba, st.blocks = lba + count, st.blocks + count
+            st.ready_ns = self.vclock.now_ns() + self.card.read_block_gap_ns()
         elif multi:
             t1 = self._sf_command("CMD12", 0, "R1b")  # readStop
             self._event(t1, "CMD12", 0)
@@ -809,13 +851,14 @@ class SdHostDriver(BlockDevice):
             t0 = self._sf_command(name, lba)
             st = _Stream("write", lba, lba) if multi else None
             self._stream = st
-        for _ in range(count):
+        for i in range(count):
             if st is not None:  # writeData: waitReady for the previous block's busy first
-                self._sf_poll(self.card.write_block_busy_ns(True) if st.blocks else 0.0,
-                              "sd.card.write_busy_block_us", at_least=1)
+                left = (self._stream_left() if i == 0 else self.card.write_block_busy_ns(True)) if st.blocks else 0.0
+                self._sf_poll(left, "sd.card.write_busy_block_us", at_least=1)
                 st.blocks += 1
-            self._spend(self.bus.write_block_ns(), "bus", BUS)
-            self._sf_block_cpu(4)  # token, two CRC bytes, data response
+            self._sf_block(4)  # token, two CRC bytes, data response
+        if st is not None:
+            st.ready_ns = self.vclock.now_ns() + self.card.write_block_busy_ns(True)
         if name == "DATA":
             self._log_only(t0, name, lba, count * SECTOR)
         else:
@@ -899,8 +942,8 @@ class SdHostDriver(BlockDevice):
         if st is not None:
             st.next_lba, st.blocks = lba + count, st.blocks + count
             return True
-        if multi:
-            t1 = self._command("CMD12", 0, "R1b")
+        if multi:  # by the CPU, or by the controller itself (auto_stop)
+            t1 = self._command("CMD12", 0, "R1b", transaction=not self.host.auto_stop)
             self._event(t1, "CMD12", 0)
         return False
 
@@ -912,9 +955,10 @@ class SdHostDriver(BlockDevice):
             if i == 0 and name != "DATA":
                 self._spend(self.card.read_access_ns(), "card", "sd.card.read_access_us")
             else:
-                self._spend(gap, "card", "sd.card.read_block_gap_us")
-            self._spend(self.bus.read_block_ns(), "bus", BUS)
-            self._sdio_block_cpu()
+                self._spend(self._stream_left() if i == 0 else gap, "card", "sd.card.read_block_gap_us")
+            self._sdio_block(self.bus.read_block_ns() / h.read_clock_ratio)
+        if st is not None:
+            st.ready_ns = self.vclock.now_ns() + gap
         if not self._sdio_end(t0, name, lba, count, st, multi) and h.busy_wait == "cmd13":
             self._poll_status(0.0)  # the glue checks the card's state after every transfer
 
@@ -932,17 +976,31 @@ class SdHostDriver(BlockDevice):
         h = self.host
         for i in range(count):
             if i or (st is not None and st.blocks):  # the previous block's busy, waited by the controller
-                self._spend(self.card.write_block_busy_ns(True), "card", "sd.card.write_busy_block_us")
-            self._sdio_block_cpu()
-            self._spend(self.bus.write_block_ns(), "bus", BUS)
+                left = self.card.write_block_busy_ns(True) if i else self._stream_left()
+                self._spend(left, "card", "sd.card.write_busy_block_us")
+            self._sdio_block(self.bus.write_block_ns())
+        if st is not None:
+            st.ready_ns = self.vclock.now_ns() + self.card.write_block_busy_ns(True)
         if not self._sdio_end(t0, name, lba, count, st, multi):
             busy = self.card.write_done_busy_ns(lba, count, SECTOR, multi)
             self._sdio_wait_busy(busy, self.card.busy_parts)
 
-    def _sdio_block_cpu(self) -> None:
+    def _sdio_block(self, bus_ns: float) -> None:
+        """:meth:`_sdio_block_steps`, its cost recorded once per driver and bus time (reads, writes)."""
+        key = ("sdio-block", bus_ns)
+        cost = self._costs.get(key)
+        if cost is None:
+            cost = self._recorded(key, lambda: self._sdio_block_steps(bus_ns))
+        self.vclock.charge(cost)
+
+    def _sdio_block_steps(self, bus_ns: float) -> None:
+        """One block on the bus (``bus_ns``: reads at ``read_clock_ratio`` of the bus clock) and the CPU's work
+        on it: per block and per byte, and a CPU-fed FIFO where the CPU is slower than the bus."""
         h = self.host
+        self._spend(bus_ns, "bus", BUS)
         self._sw_mix((("block_cycles", h.block_cycles), ("byte_cycles", h.byte_cycles * SECTOR),
-                      ("crc_cycles_per_byte", h.crc_cycles_per_byte * SECTOR)))
+                      ("crc_cycles_per_byte", h.crc_cycles_per_byte * SECTOR),
+                      ("fifo_cycles_per_byte", self._fifo_overrun_cycles(bus_ns))))
 
     # ---- card initialisation (mount) ----------------------------------------------------
     def initialise(self) -> None:
