@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, Callable
 
 from ..clock import Clock, WallClock
 from ..errors import SdbenchError
@@ -167,6 +167,13 @@ class BlockDevice(ABC):
         st.reads += 1
         st.bytes_read += n
         return data
+
+    def reader(self) -> Callable[..., bytes]:
+        """A function ``(lba, count, *, buf_addr=0) -> bytes`` that is :meth:`read` in every effect (checks, errors,
+        stats, time), for a caller that reads this device very often and directly, nothing between (a
+        filesystem's block callbacks).  A device may give a path specialised for that (the simulated SD
+        driver's fused read); by default it is :meth:`read` itself."""
+        return self.read
 
     def write(self, lba: int, data: bytes | bytearray | memoryview, *, buf_addr: int = 0) -> None:
         g = self.geometry
