@@ -204,7 +204,7 @@ class _Context:
         self.base = base_bytes
         self.error: Exception | None = None
         self._sector_reads = type(self).read_bytes is _Context.read_bytes
-        # the device's read for many direct calls (a simulated SD driver fuses its layers for it)
+        # the device's read for many direct calls (a simulated driver fuses its layers for it)
         self._read = device.reader()
 
     # byte access: one device op per callback (subclasses may address bytes differently)

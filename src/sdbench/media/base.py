@@ -171,8 +171,8 @@ class BlockDevice(ABC):
     def reader(self) -> Callable[..., bytes]:
         """A function ``(lba, count, *, buf_addr=0) -> bytes`` that is :meth:`read` in every effect (checks, errors,
         stats, time), for a caller that reads this device very often and directly, nothing between (a
-        filesystem's block callbacks).  A device may give a path specialised for that (the simulated SD
-        driver's fused read); by default it is :meth:`read` itself."""
+        filesystem's block callbacks, wear levelling).  A device may give a path specialised for that (the
+        simulated SD and flash drivers' fused reads); by default it is :meth:`read` itself."""
         return self.read
 
     def write(self, lba: int, data: bytes | bytearray | memoryview, *, buf_addr: int = 0) -> None:

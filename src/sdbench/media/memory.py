@@ -36,9 +36,10 @@ class MemoryDevice(BlockDevice):
 
     def read_bytes(self, offset: int, size: int) -> bytes:
         """Byte-addressed read of the backing store (no stats, no checks)."""
+        # within one chunk: one slice (operators, not divmod: a simulated card's reads come here a million times)
         co = offset % CHUNK_BYTES
-        if co + size <= CHUNK_BYTES:  # within one chunk: one slice (operators, not divmod: simulated SD reads
-            chunk = self._chunks.get(offset // CHUNK_BYTES)  # come here a million times a run)
+        if co + size <= CHUNK_BYTES:
+            chunk = self._chunks.get(offset // CHUNK_BYTES)
             return bytes(chunk[co:co + size]) if chunk is not None else bytes([self._fill]) * size
         out = bytearray()
         while size > 0:
