@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from sdbench.media.sim.esp_flash import run_spiflash_raw
+from sdbench.media.sim.esp_flash_raw import run_spiflash_raw
 
 RUNS = 100
 TARGET_S = 10.0

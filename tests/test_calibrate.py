@@ -51,6 +51,22 @@ FILE_LEVEL_FITTED = {
     ("pidramble-4b", "dd conv=fsync write"),
     ("pidramble-2b", "iozone -I 4k random read"),
     ("pidramble-4b-random", "iozone -I 4k random write"),
+    # SdFat bench setups: no raw row exists; each row is consumed by a named mechanism (docs/calibration-groups.md)
+    ("sdfat-rp2040-pio-sdio", "sdfat read 512 B pass 1"),
+    ("sdfat-rp2040-pio-sdio", "sdfat write 512 B pass 2"),
+    ("sdfat-rp2040-spi", "sdfat read 511 B pass 1"),
+    ("sdfat-rp2040-spi", "sdfat write 511 B pass 2"),
+    ("sdfat-rp2350-pio-sdio", "sdfat read 32768 B pass 1"),
+    ("sdfat-rp2350-pio-sdio", "sdfat read 512 B pass 1"),
+    ("sdfat-rp2350-pio-sdio", "sdfat write 32768 B pass 2"),
+    ("sdfat-rp2350-pio-sdio", "sdfat write 512 B pass 2"),
+    ("sdfat-teensy36-sdioex", "sdfat read 1024 B"),
+    ("sdfat-teensy36-sdioex", "sdfat read 16384 B"),
+    ("sdfat-teensy36-sdioex", "sdfat read 2048 B"),
+    ("sdfat-teensy36-sdioex", "sdfat read 32768 B"),
+    ("sdfat-teensy36-sdioex", "sdfat read 4096 B"),
+    ("sdfat-teensy36-sdioex", "sdfat read 512 B"),
+    ("sdfat-teensy36-sdioex", "sdfat read 8192 B"),
 }
 
 
@@ -264,6 +280,34 @@ GROUPS = {
         restrict=(f"fio.jobs=[{PI_RANDREAD}]",),
         rows=[(s, "iozone -I 4k random read") for s in PI2],
         host_rows=[], grid=(), grid_linear=(), grid_max=None, staged=False, sequence=()),
+    "sdfat-rp2350-pio-sdio": dict(
+        description='SdFat PIO SDIO on a Pico 2 (RP2350), Lexar SILVER PLUS: read clock, per-call cost, card per block',
+        scenarios=('pico2-sdfat-sdio-150mhz-512b', 'pico2-sdfat-sdio-250mhz-32k'), host='rp2350-sdfat-pio-sdio',
+        params=(('host', 'read_clock_ratio', 0.8, 1.0, None, 0.0, 1.0), ('host', 'fs_call_cycles', 0.0, 20000.0, None, 0.0, 1.0), ('card:pico2-sdfat-sdio-150mhz-512b,pico2-sdfat-sdio-250mhz-32k', 'read_block_gap_us', 0.0, 100.0, None, 0.0, 1.0), ('card:pico2-sdfat-sdio-150mhz-512b,pico2-sdfat-sdio-250mhz-32k', 'write_busy_block_us', 0.0, 500.0, None, 0.0, 1.0)),
+        restrict=('sdfat_bench.read_passes=1',),
+        rows=[('pico2-sdfat-sdio-150mhz-512b', 'sdfat write 512 B pass 2'), ('pico2-sdfat-sdio-150mhz-512b', 'sdfat read 512 B pass 1'), ('pico2-sdfat-sdio-250mhz-32k', 'sdfat write 32768 B pass 2'), ('pico2-sdfat-sdio-250mhz-32k', 'sdfat read 32768 B pass 1')],
+        host_rows=[], grid=(), grid_linear=(), grid_max=None, staged=False, sequence=()),
+    "sdfat-rp2040-pio-sdio": dict(
+        description="SdFat PIO SDIO on a Pico and a Metro (RP2040): PIO read clock, each card's busy per block",
+        scenarios=('pico-sdfat-pio-sdio-133mhz', 'metro-rp2040-sdfat-pio-sdio-150mhz'), host='rp2040-sdfat-pio-sdio',
+        params=(('host', 'read_clock_ratio', 0.8, 1.0, None, 0.0, 1.0), ('card:pico-sdfat-pio-sdio-133mhz', 'write_busy_block_us', 0.0, 500.0, None, 0.0, 1.0), ('card:metro-rp2040-sdfat-pio-sdio-150mhz', 'write_busy_block_us', 0.0, 500.0, None, 0.0, 1.0)),
+        restrict=('sdfat_bench.read_passes=1',),
+        rows=[('pico-sdfat-pio-sdio-133mhz', 'sdfat write 512 B pass 2'), ('pico-sdfat-pio-sdio-133mhz', 'sdfat read 512 B pass 1'), ('metro-rp2040-sdfat-pio-sdio-150mhz', 'sdfat write 512 B pass 2'), ('metro-rp2040-sdfat-pio-sdio-150mhz', 'sdfat read 512 B pass 1')],
+        host_rows=[], grid=(), grid_linear=(), grid_max=None, staged=False, sequence=()),
+    "sdfat-rp2040-spi": dict(
+        description="SdFat dedicated SPI on an RP2040, 511-byte calls: the PL022's gap between bytes",
+        scenarios=('rp2040-sdfat-dedicated-spi-511b',), host='rp2040-sdfat-spi',
+        params=(('host', 'spi_frame_gap_clocks', 0.0, 8.0, None, 0.0, 1.0),),
+        restrict=('sdfat_bench.read_passes=1',),
+        rows=[('rp2040-sdfat-dedicated-spi-511b', 'sdfat write 511 B pass 2'), ('rp2040-sdfat-dedicated-spi-511b', 'sdfat read 511 B pass 1')],
+        host_rows=[], grid=(), grid_linear=(), grid_max=None, staged=False, sequence=()),
+    "sdfat-teensy36-sdioex": dict(
+        description="Kingston 2 GB on a Teensy 3.6 (SdFatSdioEX, 45 MHz): the card's gap between read blocks",
+        scenarios=('teensy36-sdfatsdioex-45mhz-sweep',), host='teensy36-sdfatsdioex',
+        params=(('card:teensy36-sdfatsdioex-45mhz-sweep', 'read_block_gap_us', 0.0, 200.0, None, 0.0, 1.0),),
+        restrict=(),
+        rows=[('teensy36-sdfatsdioex-45mhz-sweep', 'sdfat read 512 B'), ('teensy36-sdfatsdioex-45mhz-sweep', 'sdfat read 1024 B'), ('teensy36-sdfatsdioex-45mhz-sweep', 'sdfat read 2048 B'), ('teensy36-sdfatsdioex-45mhz-sweep', 'sdfat read 4096 B'), ('teensy36-sdfatsdioex-45mhz-sweep', 'sdfat read 8192 B'), ('teensy36-sdfatsdioex-45mhz-sweep', 'sdfat read 16384 B'), ('teensy36-sdfatsdioex-45mhz-sweep', 'sdfat read 32768 B')],
+        host_rows=[], grid=(), grid_linear=(), grid_max=None, staged=False, sequence=()),
 }
 
 
@@ -314,6 +358,19 @@ LEVEL_COUNTS = {
     "esp32s3-usbmsc-spi20mhz": (0, 5, 0), "esp32s3-usbmsc-sdmmc4-40mhz": (0, 3, 0),
     # the Raspberry Pi Dramble table: hdparm reads the device, dd and iozone go through ext4
     **{s: (1, 0, 3) for s in PI4 + PI2},
+    # the published SdFat bench setups: file-level rows only (a row per pass or per buffer size)
+    "teensy40-sdfat-fifo-sdio": (0, 0, 4),
+    "teensy36-sdfat-fifo-sdio": (0, 0, 4),
+    "teensy41-sdfat-dma-sdio-sweep": (0, 0, 14),
+    "teensy41-sdfat-dedicated-spi-sweep": (0, 0, 4),
+    "teensy36-sdfatsdioex-45mhz-sweep": (0, 0, 14),
+    "teensy36-sdfatsdio-dma-22mhz-sweep": (0, 0, 14),
+    "pico-sdfat-pio-sdio-133mhz": (0, 0, 4),
+    "metro-rp2040-sdfat-pio-sdio-150mhz": (0, 0, 4),
+    "rp2040-sdfat-dedicated-spi-511b": (0, 0, 4),
+    "pico2-sdfat-sdio-150mhz-512b": (0, 0, 4),
+    "pico2-sdfat-sdio-250mhz-32k": (0, 0, 4),
+    "pico2-sdfat-sdio-150mhz-64b": (0, 0, 4),
 }
 
 
@@ -330,7 +387,7 @@ def test_row_levels_are_declared_per_scenario_and_row():
         by_level.setdefault((row_level(m), m.split), 0)
         by_level[(row_level(m), m.split)] += 1
     assert by_level == {("raw", "train"): 64, ("raw", "withheld"): 3, ("bridge", "train"): 2,
-                        ("bridge", "withheld"): 6, ("file", "train"): 40, ("file", "withheld"): 70}
+                        ("bridge", "withheld"): 6, ("file", "train"): 118, ("file", "withheld"): 70}
     # every declared row is a published row (a typo would make it file-level)
     assert set(_levels()) <= {(m.scenario, m.row) for m in meas}
     # the level is the declaration's, not the label's: an undeclared row is file-level whatever it says

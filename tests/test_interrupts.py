@@ -88,7 +88,7 @@ def test_a_device_error_under_fatfs_is_a_filesystem_error():
 
 @pytest.mark.parametrize("argv", [
     ["logger-sd-littlefs-pauses", "--set", "sd_littlefs.block_size=4194304"],   # minutes inside littlefs
-    ["espidf-esp32-spiflash", "--set", 'espidf.parts=["flash_fatfs"]'],        # FatFs over wear levelling
+    ["espidf-esp32-spiflash", "--set", 'espidf.parts=["flash_fatfs"]', "--set", "espidf.runs=1000"],  # FatFs on WL
 ], ids=["littlefs", "fatfs"])
 def test_ctrl_c_stops_a_run_inside_the_filesystem_library(argv, tmp_path):
     """Issue 32, defect 4: Ctrl-C printed "Exception ignored in: 'littlefs.lfs._lfs_prog'" and the run went on

@@ -72,7 +72,7 @@ def test_population_range_on_every_row_holds_the_central(generic):
     info = generic.metadata["range"]
     assert info["method"] == "population" and info["card"] == "generic-sdhc"
     assert info["members"] == len(info["population"]) >= 10 and info["runs"] == {
-        "option": "espidf.runs", "central": 72, "members": 4}
+        "option": "espidf.runs", "central": 72, "members": 3}  # the budget over 21 cards
     assert "capacity_bytes" not in info["fields"] and "read_access_us" in info["fields"]
     assert any("names no calibrated card (generic-sdhc)" in w and f"{info['members']} shipped" in w
                for w in generic.warnings)

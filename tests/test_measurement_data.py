@@ -44,9 +44,13 @@ def test_a_fit_keeps_what_each_field_was_before_it(tmp_path):
     first = tomllib.loads(path.read_text())
     assert first["block_cycles"] == 1234 and first["unfitted"] == {"block_cycles": before["block_cycles"]}
     write_profile("host", "teensy41-sdio", {"block_cycles": 999.0, "call_cycles": 50.0}, tmp_path,
-                  ["fitted by `sdbench calibrate x`"])
+                  ["fitted by `sdbench calibrate y`"])
     again = tomllib.loads(path.read_text())
     assert again["unfitted"] == {"block_cycles": before["block_cycles"], "call_cycles": before["call_cycles"]}
+    # a group that fitted the profile before (its header is there) holds its own values in every field it
+    # fits, those it fitted without a σ too: a rerun records nothing new
+    write_profile("host", "teensy41-sdio", {"fs_call_cycles": 77.0}, tmp_path, ["fitted by `sdbench calibrate y`"])
+    assert tomllib.loads(path.read_text())["unfitted"] == again["unfitted"]
 
 
 def test_a_card_field_held_at_the_population_keeps_the_population_value_as_unfitted(tmp_path):

@@ -8,8 +8,8 @@ import pytest
 from sdbench.clock import VirtualClock
 from sdbench.errors import ConfigError
 from sdbench.media.base import OutOfRangeError
-from sdbench.media.sim.esp_flash import (RAW_READ_LABEL, RAW_WRITE_LABEL, Esp32FlashDriver, EspFlashHostProfile,
-                                         load_esp_flash_host, run_spiflash_raw, simulate_spiflash_raw)
+from sdbench.media.sim.esp_flash import Esp32FlashDriver, EspFlashHostProfile, load_esp_flash_host
+from sdbench.media.sim.esp_flash_raw import RAW_READ_LABEL, RAW_WRITE_LABEL, run_spiflash_raw, simulate_spiflash_raw
 from sdbench.media.sim.nor import FlashChipProfile, NorChipConfig, NorFlashChip, load_chip_profile
 from sdbench.testing import BlockDeviceSuite
 

@@ -17,6 +17,8 @@ from sdbench.stack.sd import load_card
 from conftest import sim_sd_toml, write_file
 
 MIB = 1 << 20
+#: a USB 2.0 high-speed reader answers in packet slots of this many µs (the reader profile)
+USB_SLOT_US = 9.6
 READER = "usb2-reader-generic-sdhc"
 
 
@@ -73,8 +75,9 @@ def test_alignment_finds_page_and_au_from_reads_alone():
     res, dev = _probe(_card(page_bytes=8192, au_bytes=8 * MIB, update_block_bytes=8 * MIB,
                             read_page_cross_us=20, read_au_cross_us=100), writes=False)
     assert (res.page_bytes, res.au_bytes_read) == (8192, 8 * MIB)
-    # seen through the reader's 9.6 µs USB packet slots
-    assert res.page_cross_us == pytest.approx(20, abs=1) and res.au_cross_us == pytest.approx(100, abs=5)
+    # seen through the reader's 9.6 µs USB packet slots: within one slot (where the times fall in a slot
+    # follows the card's other timings, the population's medians here)
+    assert res.page_cross_us == pytest.approx(20, abs=USB_SLOT_US) and res.au_cross_us == pytest.approx(100, abs=USB_SLOT_US)
     assert dev.stats.writes == 0 and res.open_aus is None
     assert res.not_measured["open_aus"] == "write tests need --allow-write"
 
@@ -86,7 +89,10 @@ def test_profile_fits_the_card_fields_through_the_setup():
     res, dev = _probe(_card(**truth))
     card = card_from_probe(res, name="t", setup=READER, sets=[], capacity_bytes=dev.geometry.size_bytes)
     for k, v in truth.items():
-        assert card.table[k] == pytest.approx(v, rel=0.03), k
+        if k in ("read_page_cross_us", "read_au_cross_us"):  # differences of two times in 9.6 µs USB slots
+            assert card.table[k] == pytest.approx(v, abs=USB_SLOT_US), k
+        else:
+            assert card.table[k] == pytest.approx(v, rel=0.03), k
     # ERASE is not in USB mass storage: left at the population, with the reason
     assert "no erase command" in card.left["erase_busy_us"]
 

@@ -1397,12 +1397,15 @@ def write_profile(kind: str, name: str, updates: dict[str, float], out_dir: Path
         text = res.read_text() if res.is_file() else ""
     unfitted = dict(table.get("unfitted") or {})
     fitted_before = table.get("fit_rel_sd") if isinstance(table.get("fit_rel_sd"), dict) else {}
+    # a group that fitted this profile before names itself in its header: its fields hold that fit's values
+    # (those it fitted without a σ too), not the sources'
+    group = re.match(r"fitted by `sdbench calibrate [^`]+`", header[0]) if header else None
+    refit = group is not None and group.group(0) in text
     held = card_population().medians if kind == "card" and table.get("timing_from") == "population" else {}
     for k in updates:
-        # only a first fit: a field fitted before holds the earlier fit's value, not the source's (a card that
-        # took the field from the population had the population's value)
+        # only a first fit records: a card that took the field from the population had the population's value
         before = table.get(k, held.get(k))
-        if k not in unfitted and k not in fitted_before and isinstance(before, (int, float)) \
+        if k not in unfitted and k not in fitted_before and not refit and isinstance(before, (int, float)) \
                 and not isinstance(before, bool):
             unfitted[k] = before
     table["unfitted"] = {k: unfitted[k] for k in (f.name for f in fields(TARGETS[kind][2])) if k in unfitted}

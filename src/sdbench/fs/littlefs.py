@@ -214,6 +214,8 @@ class _Context:
         #: a KeyboardInterrupt (or SystemExit) a callback caught: the run is to stop
         self.stopped: BaseException | None = None
         self._sector_reads = type(self).read_bytes is _Context.read_bytes
+        # the device's read for many direct calls (a simulated driver fuses its layers for it)
+        self._read = device.reader()
 
     # byte access: one device op per callback (subclasses may address bytes differently)
     def read_bytes(self, addr: int, size: int) -> bytes:
@@ -238,7 +240,7 @@ class _Context:
                 return bytes(size)
             addr = self.base + block * self.block_size + off
             if self._sector_reads:  # littlefs reads millions of times: one call less
-                return self.dev.read(addr // self.ss, size // self.ss)
+                return self._read(addr // self.ss, size // self.ss)
             return self.read_bytes(addr, size)
         except BaseException as e:
             self._failed(e)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, Callable
 
 from ..clock import Clock, WallClock
 from ..errors import SdbenchError
@@ -168,26 +168,45 @@ class BlockDevice(ABC):
         st.bytes_read += n
         return data
 
+    def reader(self) -> Callable[..., bytes]:
+        """A function ``(lba, count, *, buf_addr=0) -> bytes`` that is :meth:`read` in every effect (checks, errors,
+        stats, time), for a caller that reads this device very often and directly, nothing between (a
+        filesystem's block callbacks, wear levelling).  A device may give a path specialised for that (the
+        simulated SD and flash drivers' fused reads); by default it is :meth:`read` itself."""
+        return self.read
+
     def write(self, lba: int, data: bytes | bytearray | memoryview, *, buf_addr: int = 0) -> None:
         g = self.geometry
-        self._check_writable()
+        ss = g.sector_size
+        if self.read_only:
+            self._check_writable()
         n = len(data)
-        if n % g.sector_size:
-            raise AlignmentError(f"write of {n} B is not a whole number of {g.sector_size}-byte sectors")
-        count = n // g.sector_size
-        self._check_range(lba, count)
-        self._check_align("write", lba, count, g.prog_size)
+        if n % ss:
+            raise AlignmentError(f"write of {n} B is not a whole number of {ss}-byte sectors")
+        count = n // ss
+        # the checks inline, as in read(); the helpers raise the errors
+        if lba < 0 or lba + count > g.sector_count:
+            self._check_range(lba, count)
+        if g.prog_size != ss and ((lba * ss) % g.prog_size or n % g.prog_size):
+            self._check_align("write", lba, count, g.prog_size)
         self._write(lba, bytes(data), buf_addr)
-        self.stats.writes += 1
-        self.stats.bytes_written += n
+        st = self.stats
+        st.writes += 1
+        st.bytes_written += n
 
     def erase(self, lba: int, count: int) -> None:
-        self._check_writable()
-        self._check_range(lba, count)
-        self._check_align("erase", lba, count, self.geometry.erase_size)
+        g = self.geometry
+        ss = g.sector_size
+        if self.read_only:
+            self._check_writable()
+        if lba < 0 or count < 0 or lba + count > g.sector_count:
+            self._check_range(lba, count)
+        if (lba * ss) % g.erase_size or (count * ss) % g.erase_size:
+            self._check_align("erase", lba, count, g.erase_size)
         self._erase(lba, count)
-        self.stats.erases += 1
-        self.stats.bytes_erased += count * self.geometry.sector_size
+        st = self.stats
+        st.erases += 1
+        st.bytes_erased += count * ss
 
     def trim(self, lba: int, count: int) -> None:
         self._check_writable()

@@ -24,6 +24,7 @@ class MemoryDevice(BlockDevice):
         fill = geometry.erase_value
         self._fill = 0 if fill is None else fill
         self._chunks: dict[int, bytearray] = {}
+        self._fill_chunk = memoryview(bytes([self._fill]) * CHUNK_BYTES)
 
     @classmethod
     def of_size(cls, size_bytes: int, sector_size: int = 512, **kw: Any) -> "MemoryDevice":
@@ -43,9 +44,10 @@ class MemoryDevice(BlockDevice):
 
     def read_bytes(self, offset: int, size: int) -> bytes:
         """Byte-addressed read of the backing store (no stats, no checks)."""
-        ci, co = divmod(offset, CHUNK_BYTES)
-        if co + size <= CHUNK_BYTES:  # within one chunk: one slice
-            chunk = self._chunks.get(ci)
+        # within one chunk: one slice (operators, not divmod: a simulated card's reads come here a million times)
+        co = offset % CHUNK_BYTES
+        if co + size <= CHUNK_BYTES:
+            chunk = self._chunks.get(offset // CHUNK_BYTES)
             return bytes(chunk[co:co + size]) if chunk is not None else bytes([self._fill]) * size
         out = bytearray()
         while size > 0:
@@ -59,15 +61,48 @@ class MemoryDevice(BlockDevice):
 
     def write_bytes(self, offset: int, data: bytes) -> None:
         """Byte-addressed overwrite of the backing store (no stats, no checks)."""
+        n = len(data)
+        co = offset % CHUNK_BYTES
+        if co + n <= CHUNK_BYTES:  # within one chunk (a simulated card's usual write): no slice of the data
+            self._chunk(offset // CHUNK_BYTES)[co:co + n] = data
+            return
         pos = 0
-        while pos < len(data):
+        while pos < n:
             ci, co = divmod(offset + pos, CHUNK_BYTES)
-            n = min(len(data) - pos, CHUNK_BYTES - co)
-            chunk = self._chunks.get(ci)
-            if chunk is None:
-                chunk = self._chunks[ci] = bytearray([self._fill]) * CHUNK_BYTES
-            chunk[co:co + n] = data[pos:pos + n]
-            pos += n
+            k = min(n - pos, CHUNK_BYTES - co)
+            self._chunk(ci)[co:co + k] = data[pos:pos + k]
+            pos += k
+
+    def _chunk(self, ci: int) -> bytearray:
+        """Chunk ``ci``, made (as the fill value) if it was never written."""
+        chunk = self._chunks.get(ci)
+        if chunk is None:
+            chunk = self._chunks[ci] = bytearray(self._fill_chunk)
+        return chunk
+
+    def erase_bytes(self, offset: int, size: int) -> None:
+        """Byte-addressed erase of the backing store to the fill value (no stats, no checks).  Whole chunks are
+        dropped and chunks never written are left alone (they read as the fill value), so erasing a card stays
+        cheap."""
+        end = offset + size
+        chunks = self._chunks
+        while offset < end:
+            ci, co = divmod(offset, CHUNK_BYTES)
+            if co == 0 and end - offset >= CHUNK_BYTES:  # whole chunks
+                last = end // CHUNK_BYTES
+                if last - ci > len(chunks):
+                    for k in [k for k in chunks if ci <= k < last]:
+                        del chunks[k]
+                else:
+                    for k in range(ci, last):
+                        chunks.pop(k, None)
+                offset = last * CHUNK_BYTES
+                continue
+            n = min(end - offset, CHUNK_BYTES - co)
+            chunk = chunks.get(ci)
+            if chunk is not None:
+                chunk[co:co + n] = self._fill_chunk[:n]
+            offset += n
 
     def _read(self, lba: int, count: int, buf_addr: int) -> bytes:
         ss = self.geometry.sector_size
@@ -82,15 +117,4 @@ class MemoryDevice(BlockDevice):
 
     def _erase(self, lba: int, count: int) -> None:
         ss = self.geometry.sector_size
-        start, end = lba * ss, (lba + count) * ss
-        # drop whole chunks instead of filling them, so erasing a card stays cheap
-        first_whole = -(-start // CHUNK_BYTES)
-        last_whole = end // CHUNK_BYTES
-        for ci in range(first_whole, last_whole):
-            self._chunks.pop(ci, None)
-        head_end = min(end, first_whole * CHUNK_BYTES)
-        if start < head_end:
-            self.write_bytes(start, bytes([self._fill]) * (head_end - start))
-        tail_start = max(start, last_whole * CHUNK_BYTES)
-        if tail_start < end and last_whole >= first_whole:
-            self.write_bytes(tail_start, bytes([self._fill]) * (end - tail_start))
+        self.erase_bytes(lba * ss, count * ss)

@@ -191,6 +191,7 @@ class WearLevelling(BlockDeviceWrapper):
         self.moves = 0
         super().__init__(inner, Geometry(sector_size=sec, sector_count=flash_size // sec, read_size=sec,
                                          prog_size=sec, erase_size=sec, erase_value=g.erase_value))
+        self._inner_read = inner.reader()  # the partition's read for many direct calls (BlockDevice.reader)
         self.mount()
 
     # ---- ESP-IDF API ----------------------------------------------------------------
@@ -225,7 +226,7 @@ class WearLevelling(BlockDeviceWrapper):
             return b""
         out = bytearray()
         for off, n in self._pieces(addr, size):
-            out += self.inner.read(self.calc_addr(addr + off), n, buf_addr=buf_addr)
+            out += self._inner_read(self.calc_addr(addr + off), n, buf_addr=buf_addr)
         return bytes(out)
 
     def wl_write(self, addr: int, data: bytes | bytearray | memoryview, *, buf_addr: int = 0) -> None:
@@ -274,8 +275,8 @@ class WearLevelling(BlockDeviceWrapper):
     # ---- mount / state ----------------------------------------------------------------
     def mount(self) -> None:
         """wl_mount: read both state copies, initialise or repair, recover the dummy position."""
-        raw1 = self.inner.read(self.addr_state1, STATE_RECORD_BYTES)
-        raw2 = self.inner.read(self.addr_state2, STATE_RECORD_BYTES)
+        raw1 = self._inner_read(self.addr_state1, STATE_RECORD_BYTES)
+        raw2 = self._inner_read(self.addr_state2, STATE_RECORD_BYTES)
         s1, ok1 = WlState.unpack(raw1)
         s2, ok2 = WlState.unpack(raw2)
         if ok1 and ok2:
@@ -323,7 +324,7 @@ class WearLevelling(BlockDeviceWrapper):
         self.inner.write(dst, self.state.pack())
         rec = self.config.pos_record_bytes
         for i in range(self.state.max_pos):
-            raw = self.inner.read(src + STATE_RECORD_BYTES + i * rec, rec)
+            raw = self._inner_read(src + STATE_RECORD_BYTES + i * rec, rec)
             if raw[:16] == self._ok_record(i):
                 self.inner.write(dst + STATE_RECORD_BYTES + i * rec, raw)
 
@@ -341,7 +342,7 @@ class WearLevelling(BlockDeviceWrapper):
         pos = 0
         for i in range(self.state.max_pos):
             pos = i
-            raw = self.inner.read(self.addr_state1 + STATE_RECORD_BYTES + i * rec, rec)
+            raw = self._inner_read(self.addr_state1 + STATE_RECORD_BYTES + i * rec, rec)
             if raw[:16] != self._ok_record(i):
                 break
         if pos == self.state.max_pos:
@@ -363,7 +364,7 @@ class WearLevelling(BlockDeviceWrapper):
         self.inner.erase(dummy_addr, page)
         tb = self.config.temp_buff_bytes
         for i in range(page // tb):
-            piece = self.inner.read(data_addr + i * tb, tb)
+            piece = self._inner_read(data_addr + i * tb, tb)
             self.inner.write(dummy_addr + i * tb, piece)
         rec = self._pos_record(st.pos)
         off = STATE_RECORD_BYTES + st.pos * self.config.pos_record_bytes

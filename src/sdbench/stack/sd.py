@@ -147,6 +147,9 @@ def build_sim_sd(cfg: SimSdConfig, scenario: Any, clock: Any, loaded: Any = None
     parts = sim_sd_parts(cfg, scenario, loaded)
     dev = parts.driver(clock)
     meta = {"media": "sim", "host": host_metadata(parts.host), "bus": to_mapping(parts.bus),
-            "bus_clock": parts.clock, "card": to_mapping(parts.card), "parts": parts,
-            "warnings": list(parts.warnings)}
+            "card": to_mapping(parts.card), "parts": parts, "warnings": list(parts.warnings)}
+    if parts.clock.get("divisor") or parts.clock.get("above_card_rating"):
+        # only where it tells more than bus.clock_hz (a divider, a card run above its rating): runs that differ
+        # in their clock are then told apart by one field
+        meta["bus_clock"] = parts.clock
     return dev, meta

@@ -27,13 +27,14 @@ Time goes to the clock's ``host`` (software), ``bus`` (SPI transfers),
 ``flash`` (waiting for program/erase) and ``rtos`` (yields) categories.
 Buffers are taken to be in internal RAM (direct read/write, no bounce copy).
 
-Speed: reads and write lock sections are replayed arithmetically and charged to the
-clock in one step (see "fast paths" below), with results identical to the
+Speed: reads and write lock sections are replayed arithmetically and charged to
+the clock in one step (see "fast paths" below), with results identical to the
 command-by-command path (the reference), which still runs whenever the replay
-cannot be exact.  ``reference_path=True`` (per driver, or :data:`REFERENCE_PATH`
-for drivers built without the argument) makes every call take the reference
-path: for anything that must see each command on its way to the chip, and for
-the tests that hold the two paths to the same results.
+cannot be exact; callers that read very often take a fused read
+(:meth:`Esp32FlashDriver.reader`).  ``reference_path=True`` (per driver, or
+:data:`REFERENCE_PATH` for drivers built without the argument) makes every call
+take the reference path: for anything that must see each command on its way to
+the chip, and for the tests that hold the two paths to the same results.
 
 The driver is a byte-addressed BlockDevice (sector_size 1, erase_size 4096,
 erase_value 0xFF) over the whole chip or a partition window
@@ -43,10 +44,9 @@ erase_range`` offer to wear levelling, SPIFFS and littlefs.
 from __future__ import annotations
 
 import math
-import random
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -54,14 +54,12 @@ from ...clock import ClockDelta, VirtualClock
 from ...errors import ConfigError
 from ... import profiles
 from ...profiles import FIT_REL_SD_HELP, UNFITTED_HELP, check_fit_rel_sd
-from ...options import from_mapping, opt, to_mapping
+from ...options import opt, to_mapping
 from ..base import BlockDevice, Geometry
-from ..wl import WearLevelling, WlConfig
 from .card import MAX_TIME_US
 from .host import DESCRIPTION_RETIRED, STDIO_HELP, check_text_fields, host_metadata, mhz_text
 from .newlib import NewlibStdio
-from .nor import (ADDR_BITS, BLOCK64_BYTES, CMD_CLOCKS, READ_MODES, RDSR_CLOCKS, SECTOR_BYTES, FlashChipProfile,
-                  NorChipConfig, NorFlashChip, load_chip_profile)
+from .nor import ADDR_BITS, BLOCK64_BYTES, CMD_CLOCKS, READ_MODES, RDSR_CLOCKS, SECTOR_BYTES, NorFlashChip
 
 FLASH_MODES = ("qio", "qout", "dio", "dout", "fastrd", "slowrd")
 #: ledger keys (sdbench.clock.VirtualClock.ledger_ns) of the flash driver's time
@@ -209,6 +207,7 @@ class Esp32FlashDriver(BlockDevice):
         self._fast_npc = -1.0
         self._fast: tuple[Any, ...] = ()
         self._read_costs: dict[int, ClockDelta] = {}  # _read_cost by size
+        self._program_shapes: dict[tuple[int, int], tuple[int, ...]] = {}  # _programs by page offset and size
         self._write_primed = False
         self._read_primed = False
         # the clock's recording (sdbench.ledger): requests reported to it, or, when replaying, registered only
@@ -294,10 +293,10 @@ class Esp32FlashDriver(BlockDevice):
     # ---- fast paths --------------------------------------------------------------------
     # A lock section (and a whole esp_flash_read) is atomic for everything above the driver: nothing else
     # reads the clock or the chip between its commands.  The fast paths therefore replay a section
-    # arithmetically and move the clock once (VirtualClock.apply), with exactly the integer steps the
-    # command-by-command path takes (advance_ns rounds every step on its own; those rounded steps are summed
-    # here), the same random busy draws in the same order, and the same counters and chip state.  They are
-    # used only when
+    # arithmetically and move the clock once (VirtualClock.apply; a read's cost, the same for every read of
+    # its size, with VirtualClock.charge), with exactly the integer steps the command-by-command path takes
+    # (advance_ns rounds every step on its own; those rounded steps are summed here), the same random busy
+    # draws in the same order, and the same counters and chip state.  They are used only when
     #  * the driver is not set to the reference path (reference_path / REFERENCE_PATH),
     #  * the clock already has every time category and command name the section can add, so a
     #    one-step apply() cannot change the insertion order of the breakdown/command tables,
@@ -323,6 +322,8 @@ class Esp32FlashDriver(BlockDevice):
                 int(CMD_CLOCKS * npc + 0.5),                    # WREN (bus)
                 [int((CMD_CLOCKS + ADDR_BITS + 8 * k) * npc + 0.5) for k in range(self._page + 1)],  # PP
                 read_hdr, f.data_lanes, npc,
+                {},                                             # _wait_step by number of waits
+                {},                                             # _wait_parts by number of waits
             )
             self._fast_npc = npc
             self._read_costs.clear()
@@ -335,7 +336,12 @@ class Esp32FlashDriver(BlockDevice):
 
     def _write_section_fast(self, start: int, smv: memoryview) -> bool:
         """One write lock section (lock, then per program: wait idle, WREN, RDSR, wait idle, PP, wait idle)
-        replayed in one clock step.  Returns False (nothing done) when the exact path must run instead."""
+        replayed in one clock step.  Returns False (nothing done) when the exact path must run instead.
+
+        One pass over the programs draws each one's busy time as the chip does (in program order, from its
+        generator) and moves the section's time forward (the polls of a busy wait depend on where in the ns grid
+        it starts); the busy waits are kept by their number of waits, whose integer steps are the same each
+        time (_wait_step)."""
         chip = self.chip
         if not self._write_primed:
             if not self._primed(("host", "bus", "flash"), ("RDSR", "WREN", "PP")):
@@ -347,10 +353,14 @@ class Esp32FlashDriver(BlockDevice):
         up = chip.span_zero_to_one(start, smv)
         if up is not None and chip.config.strict:
             return False  # the exact path raises at the right program, with the right state
-        h, b, poll, period, H1, B1, OP1, W, P, _, _, _ = self._fast_consts()
+        h, b, poll, period, H1, B1, OP1, W, P, _, _, _, wait_steps, wait_parts = self._fast_consts()
         fixed_host = 4 * H1          # before WREN, before RDSR, the idle wait's RDSR, before PP
         fixed_bus = W + 2 * B1       # WREN, RDSR (WEL check), the idle wait's RDSR
         fixed = fixed_host + fixed_bus
+        HB = H1 + B1                 # an idle _wait_idle: one RDSR
+        ks = self._program_shapes.get((start % self._page, size)) or self._programs(start, size)
+        nprog = len(ks)
+        # the busy of a program (NorFlashChip._draw_ns, _set_busy)
         timing = chip.config.timing
         sigma = chip.profile.busy_time_sigma
         random_draw = timing != "typ" and timing != "max" and not sigma <= 0.0
@@ -358,101 +368,67 @@ class Esp32FlashDriver(BlockDevice):
         gauss = chip._rng.gauss
         exp = math.exp
         ptyp, pmax = chip._prog_typ_ns, chip._prog_max_ns
-        page = self._page
-        step = self.profile.max_write_bytes
 
         now0 = self.vclock.now_ns()
         now = now0 + OP1
-        HB = H1 + B1                 # an idle _wait_idle: one RDSR
-        host = bus = flash = 0       # the busy _wait_idle polls; the fixed parts are added after the loop
-        polls_total = waits_total = n_idle = 0
-        busy_total = 0
-        pp_bus = 0
-        nprog = 0
-        bu = chip._busy_until_ns
-        bad_progs = bad_bytes = bad_bits = 0
+        n_idle = nprog - 1           # before every WREN but the first the last poll saw WIP clear: one RDSR
+        waited: list[int] = []       # the waits of each busy _wait_idle
+        late = 0                     # waits past the last poll (rounding of the steps to whole ns)
+        busy_total = pp_bus = 0
         # _wait_idle before the first WREN: the chip may still be busy when the section starts
+        bu = chip._busy_until_ns
         first = now + h + b
         if bu > first:
             waits = int(-(-(bu - first) // period))
-            polls = waits + 1
-            hs = int(polls * h + 0.5)
-            bs = int(polls * b + 0.5)
-            fs = int(waits * poll + 0.5)
-            now += hs + bs + fs
-            host += hs
-            bus += bs
-            flash += fs
-            polls_total += polls
-            waits_total += waits
+            now += wait_steps.get(waits) or self._wait_step(waits)
+            waited.append(waits)
         else:
             now += HB
             n_idle += 1
         if bu > now:
-            flash += bu - now
+            late += bu - now
             now = bu
-        a, end = start, start + size
-        while True:
-            k = page - a % page
-            if k > step:
-                k = step
-            if k > end - a:
-                k = end - a
+        for k in ks:
             # WREN, RDSR, _wait_idle (idle: one RDSR), PP
             pp = P[k]
             now += fixed + pp
             pp_bus += pp
-            if up is not None:
-                o = a - start
-                u = up[o:o + k]
-                if u.any():
-                    bad_progs += 1
-                    bad_bytes += int(np.count_nonzero(u))
-                    bad_bits += int(np.unpackbits(u).sum())
-            # busy period (NorFlashChip._draw_ns / _set_busy)
             typ = ptyp[k]
             if random_draw and not typ <= 0.0:
                 ns = typ * exp(sigma * gauss(0.0, 1.0))
                 mx = pmax[k]
-                if mx < ns:
-                    ns = mx
-            elif use_max:
-                ns = pmax[k]
+                busy = round(ns if not mx < ns else mx)
             else:
-                ns = typ
-            busy = int(round(ns))
+                busy = round(pmax[k] if use_max else typ)
             busy_total += busy
             bu = now + busy
             # _wait_idle after PP
             first = now + h + b
             if bu > first:
                 waits = int(-(-(bu - first) // period))
-                polls = waits + 1
-                hs = int(polls * h + 0.5)
-                bs = int(polls * b + 0.5)
-                fs = int(waits * poll + 0.5)
-                now += hs + bs + fs
-                host += hs
-                bus += bs
-                flash += fs
-                polls_total += polls
-                waits_total += waits
+                now += wait_steps.get(waits) or self._wait_step(waits)
+                waited.append(waits)
             else:
                 now += HB
                 n_idle += 1
             if bu > now:
-                flash += bu - now
+                late += bu - now
                 now = bu
-            nprog += 1
-            a += k
-            if a >= end:
-                break
-            # the next program's _wait_idle before WREN: the last poll saw WIP clear (bu <= now), one RDSR
-            now += HB
-            n_idle += 1
+            now += HB  # the next program's _wait_idle before WREN (none after the last: taken back below)
+        now -= HB
+        polls_total = n_idle
+        waits_total = host = bus = 0
+        flash = late
+        for waits in set(waited):
+            n = waited.count(waits)
+            hs, bs, fs = wait_parts[waits]
+            host += n * hs
+            bus += n * bs
+            flash += n * fs
+            polls_total += n * (waits + 1)
+            waits_total += n * waits
         host += OP1 + n_idle * H1 + nprog * fixed_host
         bus += n_idle * B1 + nprog * fixed_bus + pp_bus
-        polls_total += n_idle
 
         chip.and_span(start, smv, up is None)
         st = chip.stats
@@ -460,10 +436,8 @@ class Esp32FlashDriver(BlockDevice):
         st.bytes_programmed += size
         st.status_reads += polls_total + 2 * nprog
         st.busy_ns += busy_total
-        if bad_progs:
-            st.zero_to_one_programs += bad_progs
-            st.zero_to_one_bytes += bad_bytes
-            st.zero_to_one_bits += bad_bits
+        if up is not None:
+            self._count_zero_to_one(ks, up)
         chip._busy_until_ns = bu
         chip._busy = False   # the last poll saw WIP clear: WEL cleared with it
         chip._wel = False
@@ -471,12 +445,52 @@ class Esp32FlashDriver(BlockDevice):
         c.lock_sections += 1
         c.transactions += polls_total + 4 * nprog
         c.poll_waits += waits_total
+        spent: tuple[tuple[str, int], ...] = (("host", host), ("bus", bus), ("flash", flash))
+        if not (host and bus and flash):
+            spent = tuple((cat, v) for cat, v in spent if v)
         self.vclock.apply(ClockDelta(
-            now - now0,
-            tuple((cat, v) for cat, v in (("host", host), ("bus", bus), ("flash", flash)) if v),
-            (("RDSR", polls_total + 2 * nprog), ("WREN", nprog), ("PP", nprog)),
+            now - now0, spent, (("RDSR", polls_total + 2 * nprog), ("WREN", nprog), ("PP", nprog)),
             ((OP_KEY, OP1), (CMD_KEY, host - OP1), (BUS_KEY, bus), (PROGRAM_KEY, flash))))
         return True
+
+    def _programs(self, start: int, size: int) -> tuple[int, ...]:
+        """The byte counts of the page programs of a write at ``start``: at most max_write_bytes, never across a
+        page (kept per page offset and size: a run writes few shapes)."""
+        key = (start % self._page, size)
+        ks = self._program_shapes.get(key)
+        if ks is None:
+            page, step = self._page, self.profile.max_write_bytes
+            out = []
+            a, end = start, start + size
+            while a < end:
+                k = min(page - a % page, step, end - a)
+                out.append(k)
+                a += k
+            if len(self._program_shapes) >= 256:
+                self._program_shapes.clear()
+            ks = self._program_shapes[key] = tuple(out)
+        return ks
+
+    def _wait_step(self, waits: int) -> int:
+        """The time of a _wait_idle that waited ``waits`` poll intervals, kept in _fast_consts' tables with its
+        integer host, bus and flash steps."""
+        h, b, poll = self._fast[0], self._fast[1], self._fast[2]
+        polls = waits + 1
+        parts = self._fast[13][waits] = (int(polls * h + 0.5), int(polls * b + 0.5), int(waits * poll + 0.5))
+        step = self._fast[12][waits] = sum(parts)
+        return step
+
+    def _count_zero_to_one(self, ks: tuple[int, ...], up: Any) -> None:
+        """The chip's counts of programs that tried to set bits 0->1 (``up``: span_zero_to_one of the section)."""
+        st = self.chip.stats
+        o = 0
+        for k in ks:
+            u = up[o:o + k]
+            if u.any():
+                st.zero_to_one_programs += 1
+                st.zero_to_one_bytes += int(np.count_nonzero(u))
+                st.zero_to_one_bits += int(np.unpackbits(u).sum())
+            o += k
 
     def _read_cost(self, size: int) -> ClockDelta:
         """The time of an esp_flash_read of ``size`` bytes while the chip is idle: lock sections of
@@ -530,7 +544,7 @@ class Esp32FlashDriver(BlockDevice):
         cnt = self.counters
         cnt.lock_sections += -(-size // self.profile.read_chunk_bytes)
         cnt.transactions += ncmd
-        self.vclock.apply(cost)
+        self.vclock.charge(cost)  # the same cost object per size: summed into the tables when they are read
         self._os.released_since_ns = self.vclock.now_ns()  # _release after the last chunk
         return data
 
@@ -618,6 +632,16 @@ class Esp32FlashDriver(BlockDevice):
             self._release()
 
     # ---- BlockDevice (partition-relative, as esp_partition_*) ------------------------
+    def reader(self) -> Callable[..., bytes]:
+        """:meth:`read` fused for callers that read very often (littlefs' callbacks, wear levelling; see
+        BlockDevice.reader): once a read of a size has taken the fast path (_read_fast), the next ones of that
+        size count, charge and copy in one function.  Anything else takes the general path: the reference path,
+        a busy chip, a new SCLK, a read out of range.  Only for this class itself (a subclass may hook a step);
+        tests/test_fused_read.py holds it to the general path."""
+        if type(self) is not Esp32FlashDriver:
+            return self.read
+        return _fused_reader(self)
+
     def _read(self, lba: int, count: int, buf_addr: int) -> bytes:
         rec = self._rec
         if rec is None:
@@ -684,109 +708,42 @@ class Esp32FlashDriver(BlockDevice):
         return d
 
 
-# ---- calibration hook ------------------------------------------------------------------
+def _fused_reader(drv: Esp32FlashDriver) -> Callable[..., bytes]:
+    """Esp32FlashDriver.reader's fused path: BlockDevice.read, _read, flash_read and _read_fast in one function.
+    Its table holds, per size, the clock's charger of the size's recorded cost (_read_cost), its READ commands
+    and lock sections, and the SCLK it was made for; a size enters it after a read of it took _read_fast."""
+    end = drv.geometry.sector_count  # bytes (sector_size 1)
+    base = drv.offset_bytes
+    chip = drv.chip
+    mem = chip._mem
+    stats, chip_stats, cnt, os_ = drv.stats, chip.stats, drv.counters, drv._os
+    clock = drv.vclock
+    rec, rec_id = drv._rec, drv._rec_id
+    chunk = drv.profile.read_chunk_bytes
+    known: dict[int, tuple[Callable[[], None], int, int, float]] = {}
 
-RAW_WRITE_LABEL = "SPI Flash raw write"
-RAW_READ_LABEL = "SPI Flash raw read"
-#: perf_benchmark's partitions_example.csv: nvs 0x9000, phy_init 0xf000, factory 0x10000 (1M), storage 2M
-STORAGE_OFFSET_BYTES = 0x110000
-STORAGE_SIZE_BYTES = 2 * 1024 * 1024
-RAW_SIZE_BYTES = 65536
-
-
-def _split_overrides(overrides: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    """``chip.x`` / ``host.x`` / ``wl.x`` / ``nor.x`` keys, or bare field names if unambiguous."""
-    sections: dict[str, type] = {"chip": FlashChipProfile, "host": EspFlashHostProfile, "wl": WlConfig,
-                                 "nor": NorChipConfig}
-    names = {sec: {f.name for f in fields(cls)} for sec, cls in sections.items()}
-    out: dict[str, dict[str, Any]] = {sec: {} for sec in sections}
-    for key, value in (overrides or {}).items():
-        if "." in key:
-            sec, name = key.split(".", 1)
-            if sec not in sections:
-                raise ConfigError(f"override {key!r}: section must be one of {', '.join(sections)}")
-            if name not in names[sec]:
-                raise ConfigError(f"override {key!r}: {sections[sec].__name__} has no field {name!r}")
-        else:
-            owners = [sec for sec in sections if key in names[sec] and key != "name"]
-            if len(owners) != 1:
-                where = "no section" if not owners else f"sections {', '.join(owners)}"
-                raise ConfigError(f"override {key!r} matches {where}; write it as section.field "
-                                  f"(sections: {', '.join(sections)})")
-            sec, name = owners[0], key
-        out[sec][name] = value
-    return out
-
-
-@dataclass
-class RawRunResult:
-    """Per-call times of the two rows, and where the simulated time went (per row, summed over runs)."""
-
-    write_ms: list[float]
-    read_ms: list[float]
-    mount_ms: float
-    write_breakdown_ns: dict[str, int]
-    read_breakdown_ns: dict[str, int]
-    write_commands: dict[str, int]
-    read_commands: dict[str, int]
-    counters: EspFlashCounters
-    wl_moves: int
-
-
-def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
-    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
-
-
-def run_spiflash_raw(profile_overrides: dict[str, Any] | None = None, runs: int = 100, *, chip: str = "gd25q32c",
-                     host: str = "esp32-flash", seed: int = 1) -> RawRunResult:
-    """The perf_benchmark 'SPI flash raw' test on chip + esp_flash + WL (2 MiB 'storage' partition of a 4 MB chip).
-
-    wl_mount on the fresh partition (untimed), then ``runs`` x wl_write(0, 64 KiB) (no erase: wl_write only
-    programs), then ``runs`` x wl_read(0, 64 KiB); each call timed on its own.
-    """
-    if runs < 1:
-        raise ConfigError(f"runs must be at least 1, got {runs}")
-    ov = _split_overrides(profile_overrides)
-    chip_prof = load_chip_profile(chip, ov["chip"])
-    host_prof = load_esp_flash_host(host, ov["host"])
-    nor_cfg = from_mapping(NorChipConfig, {**to_mapping(NorChipConfig(seed=seed)), **ov["nor"]}, "nor")
-    wl_cfg = from_mapping(WlConfig, {**to_mapping(WlConfig(device_id_seed=seed)), **ov["wl"]}, "wl")
-    clock = VirtualClock()
-    nor = NorFlashChip(chip_prof, clock, nor_cfg)
-    drv = Esp32FlashDriver(nor, host_prof, offset_bytes=STORAGE_OFFSET_BYTES, size_bytes=STORAGE_SIZE_BYTES)
-    t0 = clock.now_ns()
-    wl = WearLevelling(drv, wl_cfg)
-    mount_ms = (clock.now_ns() - t0) / 1e6
-    buf = random.Random(f"raw-buffer:{seed}").randbytes(RAW_SIZE_BYTES)  # esp_fill_random once
-    bd0, cmd0 = clock.breakdown_ns(), clock.commands_snapshot()
-    writes = []
-    for _ in range(runs):
-        t = clock.now_ns()
-        wl.wl_write(0, buf)
-        writes.append((clock.now_ns() - t) / 1e6)
-    bd1, cmd1 = clock.breakdown_ns(), clock.commands_snapshot()
-    reads = []
-    for _ in range(runs):
-        t = clock.now_ns()
-        wl.wl_read(0, RAW_SIZE_BYTES)
-        reads.append((clock.now_ns() - t) / 1e6)
-    bd2, cmd2 = clock.breakdown_ns(), clock.commands_snapshot()
-    return RawRunResult(writes, reads, mount_ms, _delta(bd1, bd0), _delta(bd2, bd1), _delta(cmd1, cmd0),
-                        _delta(cmd2, cmd1), drv.counters, wl.moves)
-
-
-def simulate_spiflash_raw(profile_overrides: dict[str, Any] | None = None, runs: int = 100) -> dict[str, float]:
-    """Mean ms per call of ESP-IDF perf_benchmark's 'SPI Flash raw write' and 'SPI Flash raw read'.
-
-    ``profile_overrides`` keys: ``chip.<FlashChipProfile field>``, ``host.<EspFlashHostProfile field>``,
-    ``wl.<WlConfig field>``, ``nor.<NorChipConfig field>`` (or a bare field name when only one section has
-    it), e.g. ``{"chip.byte_program_next_typ_us": 1.5, "host.cmd_overhead_cycles": 500}``; and
-    ``chip_profile`` / ``host_profile`` to pick other shipped profiles (``{"chip_profile": "w25q32jv"}``).
-    Defaults: GD25Q32C profile, ``hosts/esp32-flash.toml`` (the example's build: QIO, 80 MHz flash,
-    160 MHz CPU), seed 1.
-    """
-    ov = dict(profile_overrides or {})
-    chip = str(ov.pop("chip_profile", "gd25q32c"))
-    host = str(ov.pop("host_profile", "esp32-flash"))
-    r = run_spiflash_raw(ov, runs, chip=chip, host=host)
-    return {RAW_WRITE_LABEL: sum(r.write_ms) / runs, RAW_READ_LABEL: sum(r.read_ms) / runs}
+    def read(lba: int, count: int, *, buf_addr: int = 0) -> bytes:
+        e = known.get(count)
+        if (e is None or lba < 0 or lba + count > end or chip._busy or e[3] != chip._ns_per_clock
+                or drv.reference_path):
+            data = drv.read(lba, count, buf_addr=buf_addr)
+            # the size's cost as _read_fast takes it now (the costs kept are those of the SCLK _fast_npc says)
+            npc = chip._ns_per_clock
+            cost = drv._read_costs.get(count) if drv._fast_npc == npc else None
+            if drv._read_primed and not drv.reference_path and cost is not None:
+                known[count] = (clock.charger(cost), cost.commands[0][1], -(-count // chunk), npc)
+            return data
+        charge, ncmd, nsec, _ = e
+        addr = base + lba
+        data = mem[addr:addr + count].tobytes()
+        chip_stats.read_commands += ncmd
+        cnt.lock_sections += nsec
+        cnt.transactions += ncmd
+        charge()
+        os_.released_since_ns = clock.now_ns()  # _release after the last chunk
+        if rec is not None:
+            rec.read(rec_id, count, lba, count)
+        stats.reads += 1
+        stats.bytes_read += count
+        return data
+    return read

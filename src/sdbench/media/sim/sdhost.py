@@ -87,6 +87,8 @@ TICKS = "sd.host.rtos_tick_hz"
 STREAMING = ("sdfat-spi", "sdio")
 #: CMD6 function group 1 (access mode) codes of the UHS-I modes (SD Physical Layer spec 4.3.10.4)
 CMD6_ACCESS_MODE = {"sdr12": 0, "sdr25": 1, "sdr50": 2, "sdr104": 3, "ddr50": 4}
+#: SdHostDriver._costs: a wait whose time was found to depend on the clock (it yielded), so it has no recorded cost
+_STEP_BY_STEP: Any = object()
 
 
 @dataclass
@@ -272,7 +274,26 @@ class SdHostDriver(BlockDevice):
 
     def _poll_cmd13(self, busy_ns: float, parts: Any = ()) -> None:
         """sdmmc: CMD13 back to back until the card is ready; yields a tick after 100 ms, then doubling.
-        ``parts``: where the busy comes from, for the ledger (see :meth:`_waited`)."""
+        ``parts``: where the busy comes from, for the ledger (see :meth:`_waited`).
+
+        A wait that does not yield depends on nothing but the busy and its parts: for a busy from one part (a
+        write's own busy, not a merge or a pause, whose values seldom repeat) its cost is recorded once and
+        charged after that (as a read's), unless a command log is kept."""
+        if self.log is None and (isinstance(parts, str) or len(parts) < 2):
+            key = ("cmd13", busy_ns, parts)
+            cost = self._costs.get(key)
+            if cost is None:
+                ticked = []
+                cost = self._recorded(key, lambda: ticked.append(self._poll_cmd13_steps(busy_ns, parts)))
+                if ticked[0]:  # a yield: its time depends on the tick's phase, so it runs step by step
+                    self._costs[key] = cost = _STEP_BY_STEP
+            if cost is not _STEP_BY_STEP:
+                self.vclock.charge(cost)
+                return
+        self._poll_cmd13_steps(busy_ns, parts)
+
+    def _poll_cmd13_steps(self, busy_ns: float, parts: Any) -> bool:
+        """:meth:`_poll_cmd13` command by command; returns whether the wait yielded."""
         t_start = self.vclock.now_ns()
         ticked = False
         host_ns = self.host.cycles_ns(self.host.transaction_cycles)
@@ -301,6 +322,7 @@ class SdHostDriver(BlockDevice):
             ticked = True
         self._waited(t_start, busy_ns, parts, ticked)
         self._event(t_start, "CMD13", self._rca_arg, repeat=polls)
+        return ticked
 
     def _wait_busy_ticks(self, busy_ns: float, parts: Any = ()) -> None:
         """Wait for DAT0 busy with vTaskDelay(1) steps (ESP32 SDMMC host, SCF_WAIT_BUSY)."""
@@ -368,6 +390,17 @@ class SdHostDriver(BlockDevice):
                 rec.read(self._rec_id, key, lba, count)
         return self.store.read_bytes(lba * SECTOR, count * SECTOR)  # checked by this device's read()
 
+    def reader(self) -> Callable[..., bytes]:
+        """:meth:`read` fused for a filesystem's block callbacks (see BlockDevice.reader; littlefs alone makes
+        about a million block reads per protocol run): once a read of a size has taken the general path, the
+        next ones of that size charge its recorded cost, report it to the recording, count it and copy the data
+        in one function, with the same checks (anything else takes the general path: out of range, a command log
+        kept, the multi-block entry).  Only for this class itself (a subclass may change a step) and the kinds
+        whose reads have a recorded cost; tests/test_fused_read.py holds it to the general path."""
+        if type(self) is not SdHostDriver or self.driver in STREAMING or self.geometry.read_size != SECTOR:
+            return self.read
+        return _fused_reader(self)
+
     def _read_time(self, lba: int, count: int, buf_addr: int) -> tuple[Any, ...] | None:
         """A read's time; returns the key of its recorded cost when its time depends on nothing but that key and
         where it lies (page and AU boundaries), else None (a command log is kept, or the driver keeps transfers
@@ -433,7 +466,7 @@ class SdHostDriver(BlockDevice):
     def _write(self, lba: int, data: bytes, buf_addr: int) -> None:
         count = len(data) // SECTOR
         self._recorded_op("write", self._write_time, lba, count, buf_addr, self._multi)
-        self.store.write(lba, data)
+        self.store.write_bytes(lba * SECTOR, data)  # checked by this device's write()
 
     def _recorded_op(self, name: str, timing: Callable[..., None], *args: Any) -> None:
         """Run ``timing(*args)`` (a request's time), reported to the clock's recording as request ``name``."""
@@ -471,15 +504,30 @@ class SdHostDriver(BlockDevice):
         else:
             self._sw(self.host.call_cycles, "call_cycles")
             if unaligned:
+                multi = self._multi
+                bounce = None
+                if self._fast():  # a sector's copy, command and data cost the same every time: recorded once
+                    key = ("write-bounce", multi)
+                    bounce = self._costs.get(key)
+                    if bounce is None:
+                        bounce = self._recorded(key, lambda: self._bounce_write_data(0, multi))
                 for i in range(count):
-                    self._sw(self.host.copy_cycles_per_byte * SECTOR, "copy_cycles_per_byte")
-                    self._sdmmc_write(lba + i, 1)
+                    if bounce is None:
+                        self._bounce_write_data(lba + i, multi)
+                    else:
+                        self.vclock.charge(bounce)
+                    self._sdmmc_write_done(lba + i, 1, multi)
             elif self.driver == "sdfat-spi":
                 self._sf_write(lba, count)
             elif self.driver == "sdio":
                 self._sdio_write(lba, count, buf_addr)
             else:
                 self._sdmmc_write(lba, count) if not self.bus.is_spi else self._spi_write(lba, count)
+
+    def _bounce_write_data(self, lba: int, multi: bool) -> None:
+        """sdmmc, a buffer the DMA cannot take: one sector copied to the driver's buffer, its command and data."""
+        self._sw(self.host.copy_cycles_per_byte * SECTOR, "copy_cycles_per_byte")
+        self._sdmmc_write_data(lba, 1, multi)
 
     def _write_commands(self, lba: int, count: int, multi: bool) -> int:
         """A write up to the card's busy after the data (the driver entry, command, data, block busy in a
@@ -509,7 +557,7 @@ class SdHostDriver(BlockDevice):
     def _erase(self, lba: int, count: int) -> None:
         # an erase callback (esp_littlefs's sdmmc_erase_sectors(..., SDMMC_ERASE_ARG)): a full ERASE
         self._recorded_op("erase", self._erase_cmds, lba, count, "erase")
-        self.store.erase(lba, count)
+        self.store.erase_bytes(lba * SECTOR, count * SECTOR)  # checked by this device's erase()
 
     def _trim(self, lba: int, count: int) -> None:
         self._recorded_op("trim", self._trim_time, lba, count)
@@ -973,7 +1021,6 @@ class SdHostDriver(BlockDevice):
 
     def _sdio_write_req(self, lba: int, count: int, *, single: bool = False) -> None:
         t0, name, multi, st = self._sdio_begin("write", lba, count, single)
-        h = self.host
         for i in range(count):
             if i or (st is not None and st.blocks):  # the previous block's busy, waited by the controller
                 left = self.card.write_block_busy_ns(True) if i else self._stream_left()
@@ -1095,3 +1142,47 @@ class SdHostDriver(BlockDevice):
         d.update(driver=self.driver, host=host_metadata(self.host), bus=to_mapping(self.bus.cfg),
                  card=to_mapping(self.profile))
         return d
+
+
+def _fused_reader(drv: SdHostDriver) -> Callable[..., bytes]:
+    """SdHostDriver.reader's fused path: BlockDevice.read, SdHostDriver._read and _read_time in one function for
+    the reads whose time is a recorded cost (every kind but STREAMING, no command log, not the multi-block entry).
+    Its tables hold, per count of sectors (a second one for buffers the SDMMC DMA cannot take), the clock's
+    charger of the recorded cost, the recording's key and the bytes; a count enters them after its first read on
+    the general path, which records the cost and puts its keys in the clock's tables where they belong."""
+    end = drv.geometry.sector_count
+    stats = drv.stats
+    store_read = drv.store.read_bytes
+    clock = drv.vclock  # replaced only while a cost is recorded, inside the driver
+    rec, rec_id = drv._rec, drv._rec_id
+    boundaries = drv._boundaries
+    align = drv.host.dma_align_bytes if drv.driver == "sdmmc" else 0
+    aligned: dict[int, tuple[Callable[[], None], tuple[Any, ...], int]] = {}
+    bounced: dict[int, tuple[Callable[[], None], tuple[Any, ...], int]] = {}
+
+    def read(lba: int, count: int, *, buf_addr: int = 0) -> bytes:
+        known = bounced if buf_addr and align and buf_addr % align else aligned
+        e = known.get(count)
+        if e is None or lba < 0 or lba + count > end or drv.log is not None or drv._multi:
+            data = drv.read(lba, count, buf_addr=buf_addr)
+            if e is None and count > 0 and drv.log is None and not drv._multi:
+                key = ("read", count, known is bounced, False)
+                known[count] = (clock.charger(drv._costs[key]), key, count * SECTOR)
+            return data
+        charge, key, nbytes = e
+        charge()
+        if boundaries:
+            if rec is None:
+                drv._boundary(lba, count)
+            else:
+                rec.depth += 1
+                try:
+                    drv._boundary(lba, count)
+                finally:
+                    rec.depth -= 1
+        if rec is not None:
+            rec.read(rec_id, key, lba, count)
+        stats.reads += 1
+        stats.bytes_read += nbytes
+        return store_read(lba * SECTOR, nbytes)
+    return read
