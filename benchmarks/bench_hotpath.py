@@ -5,15 +5,14 @@ callback reads one block through the host driver, the SD 4-bit bus and the card.
 the filesystem adapters take (BlockDevice.reader: the driver's checks, request and costs in one function) and on
 the general path (BlockDevice.read: checks, _read, _read_time), side by side in the same run, alone and with a
 recording on the clock (as a run with ranges has).  Both paths charge the same clock (tests/test_fused_read.py);
-this measures what the fusing saves.  CPU time (time.process_time), best of a few repeats, each also given in
-passes of the reference loop timed around it (benchmarks/reference.py) so that it compares across loads.
+this measures what the fusing saves: the best of a few repeats, each timed between two passes of the reference
+loop (benchmarks/reference.py, :func:`timed`) so that it compares across loads.
 """
 from __future__ import annotations
 
-import time
 from typing import Callable
 
-from reference import REFERENCE_S, reference_loop
+from reference import timed
 
 from sdbench.clock import VirtualClock
 from sdbench.fs.littlefs import LittleFsConfig, _Context
@@ -47,20 +46,6 @@ def _reads(ctx: _Context) -> Callable[[], None]:
     return run
 
 
-def _best(fn: Callable[[], None]) -> tuple[float, float]:
-    """(CPU s, normalised s) of the repeat with the lowest ratio to the reference loop timed around it."""
-    best = (float("inf"), float("inf"))
-    for _ in range(REPEATS):
-        before = reference_loop()
-        t0 = time.process_time()
-        fn()
-        t = time.process_time() - t0
-        norm = t * REFERENCE_S / ((before + reference_loop()) / 2)
-        if norm < best[1]:
-            best = (t, norm)
-    return best
-
-
 def run() -> str:
     rows = []
     for recording in (False, True):
@@ -70,7 +55,8 @@ def run() -> str:
             ctx = _Context(dev, LittleFsConfig())
             if path == "general":
                 ctx._read = dev.read  # littlefs' callback on BlockDevice.read, the path before the fused one
-            times[path] = _best(_reads(ctx))
+            wall, norm, _ = timed(_reads(ctx), repeats=REPEATS)
+            times[path] = (wall, norm)
         how = " with a recording" if recording else ""
         for path in ("general", "fused"):
             t, norm = times[path]
@@ -78,9 +64,9 @@ def run() -> str:
         rows.append(f"| fused against general{how} | | | **{times['general'][1] / times['fused'][1]:.2f}x** faster |")
     head = ["## Hot path: a 512-byte block read", "",
             f"littlefs' read callback -> ESP32 SDMMC host driver -> SD 4-bit bus at 40 MHz -> card (the ESP-IDF "
-            f"protocol's card), {BLOCKS:,} reads per repeat, best of {REPEATS}; CPU time per read, and normalised "
+            f"protocol's card), {BLOCKS:,} reads per repeat, best of {REPEATS}; wall time per read, and normalised "
             f"to the reference machine (benchmarks/reference.py).", "",
-            "| what | CPU per read | normalised | ratio (same run) |", "|---|---:|---:|---|"]
+            "| what | wall per read | normalised | ratio (same run) |", "|---|---:|---:|---|"]
     return "\n".join(head + rows + [""])
 
 

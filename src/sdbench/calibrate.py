@@ -56,7 +56,7 @@ from .protocols import protocol, run_scenario
 from .repricing import ReplayMismatch, replayed_rows
 from .records import Row
 from .scenarios import load as load_scenario
-from .stack.sd import card_population
+from .stack.cardpop import card_population
 
 DATA = resources.files("sdbench") / "data"
 
