@@ -48,15 +48,59 @@ def test_without_an_area_every_scattered_write_opens_its_au_and_merges():
 
 
 def test_streams_and_writes_into_open_aus_keep_the_update_block_path():
-    """A stream from an AU's start opens the AU as before; a small write into an open AU goes to its update
-    block: the area changes nothing for them."""
+    """A stream from an AU's start opens the AU as before; a small write into an open AU with room goes to its
+    update block: the area changes nothing for them."""
     with_area, without = CardModel(CardProfile(**CARD)), CardModel(CardProfile(**{**CARD, "random_area_bytes": 0}))
     for card in (with_area, without):
-        for i in range(2 * AU // 65536):  # two AUs written front to back in 64 KiB writes
+        for i in range(3 * AU // 2 // 65536):  # one and a half AUs written front to back in 64 KiB writes
             card.write_done_busy_ns(i * 128, 128, 512, True)
         card.write_done_busy_ns(AU // 512 + 8, 8, 512, True)  # a small write into the open second AU
     assert with_area.random_writes == 0
     assert (with_area.merges, with_area.nand_programmed_bytes) == (without.merges, without.nand_programmed_bytes)
+
+
+def test_a_small_write_into_a_full_update_block_goes_to_the_area():
+    """An AU written front to back fills its update block: a small write into it then merges the block (a
+    switch, no copy) and goes to the area; it does not leave a one-page block whose eviction copies the AU."""
+    card = CardModel(CardProfile(**CARD))
+    for i in range(AU // 65536):
+        card.write_done_busy_ns(i * 128, 128, 512, True)
+    busy = card.write_done_busy_ns(8, 8, 512, True)
+    assert card.random_writes == 1 and card.merges == 1
+    assert busy == pytest.approx(CardProfile().switch_merge_ms * 1e6 + CARD["random_write_us"] * 1e3)
+    for i in range(2 * AU // 65536):  # two more AUs, which would evict a block left open in AU 0
+        card.write_done_busy_ns(AU // 512 + i * 128, 128, 512, True)
+    assert card.nand_programmed_bytes == 3 * AU + 4096  # the host's data, nothing copied
+
+
+def test_a_stream_past_its_update_block_is_merged_with_it():
+    """A small write took space in an AU's update block; a stream over the whole AU then runs past the block's
+    end: the merge takes the stream's last pages, the AU closes, and no second block holds them (whose eviction
+    would copy the rest of the AU)."""
+    card = CardModel(CardProfile(**{**CARD, "random_area_bytes": 0}))
+    card.write_done_busy_ns(10 * 16384 // 512, 8, 512, True)  # 4 KiB inside page 10
+    for i in range(AU // 65536):
+        card.write_done_busy_ns(i * 128, 128, 512, True)
+    assert 0 not in card._open and card.merges == 1
+    assert card.nand_programmed_bytes == 4096 + AU  # every page rewritten: nothing copied
+    for i in range(2 * AU // 65536):
+        card.write_done_busy_ns(AU // 512 + i * 128, 128, 512, True)
+    assert card.nand_programmed_bytes == 4096 + 3 * AU
+
+
+def test_an_au_opened_for_a_stream_takes_its_area_entries_along():
+    """Small writes in the area for an AU, then a stream over the whole AU: no fold when it opens (a copy of the
+    whole AU); the merge switches, the stream having rewritten every page."""
+    card = CardModel(CardProfile(**CARD))
+    card.write_done_busy_ns((2 * AU + 8192) // 512, 8, 512, True)
+    assert card.random_writes == 1
+    before = card.nand_programmed_bytes
+    for i in range(AU // 65536):
+        card.write_done_busy_ns((2 * AU + i * 65536) // 512, 128, 512, True)
+    assert card.folds == 0 and card._log_units == 0
+    card.write_done_busy_ns(3 * AU // 512, 128, 512, True)
+    card.write_done_busy_ns(4 * AU // 512, 128, 512, True)  # evicts AU 2: front to back, a switch merge
+    assert card.nand_programmed_bytes - before == AU + 2 * 65536
 
 
 def test_discarding_a_whole_au_drops_its_entries():

@@ -17,7 +17,11 @@
   then the write's whole busy (no flush of the sequential path's).  When the
   log is full, the AU whose entries came first is folded: its valid data is
   copied into a new AU with the merge's costs (``merge_base_ms``,
-  ``merge_copy_us_per_kib``), freeing its entries.  Scattered writes over a span
+  ``merge_copy_us_per_kib``), freeing its entries.  An AU that opens an update
+  block (a stream into it) takes its entries along: its merge copies those the
+  stream did not rewrite, with the data block's other pages.  An update block
+  with no room left for a write is merged at once, and the write goes where a
+  write into an AU that is not open goes.  Scattered writes over a span
   much larger than the log therefore run fast until the log fills, then slow to
   a fold per few writes: the collapse real cards show after tens of MB.  An area
   of 0 B (the default) is a card without one: every such write opens its AU.
@@ -26,7 +30,10 @@
   write needs an AU that is not open and all ``open_aus`` slots are taken, the
   card merges: erase plus copying the valid pages that are not in the update
   block.  An AU written front to back in one update block merges by switching
-  blocks (no copy).  Merges are deterministic given the write sequence.
+  blocks (no copy).  A stream that runs past the end of its update block is
+  merged with it: the new block takes the stream's pages of the AU and the AU
+  closes (no second update block for the AU's last pages).  Merges are
+  deterministic given the write sequence.
 * Random pauses: background work the host cannot predict, drawn per write
   command from a seeded distribution (probability and lognormal length).
   A different seed changes only these.
@@ -344,6 +351,20 @@ class CardModel:
             w_start = max(offset, au * p.au_bytes)
             w_end = min(offset + nbytes, (au + 1) * p.au_bytes)
             st = self._open.pop(au, None)
+            if st is not None and self._used_after(st, w_start, w_end) > p.update_block_bytes:
+                if w_start == st.end_offset:
+                    # a stream runs past the end of the AU's update block: the merge programs the AU's new block
+                    # with the stream's pages, and the AU closes
+                    assert st.pages is not None
+                    st.pages.update(range(lo, hi + 1))
+                    self._log_bypassed = True
+                    cost += self._merge(au, st)
+                    continue
+                if self._log_capacity:
+                    # no room left: the card merges the block now, and the write goes where a write into an AU
+                    # that is not open goes (a small one into the random-write area)
+                    cost += self._merge(au, st)
+                    st = None
             if st is None and self._log_capacity and w_end - w_start < p.random_max_bytes \
                     and not self._crosses_into(au, w_start):
                 promoted = self._promote(au, w_start)
@@ -354,21 +375,17 @@ class CardModel:
                 cost += copy_ns
             self._log_bypassed = True
             if st is None:
-                if au in self._log:  # the AU opens for a stream: its entries in the log are folded into it first
-                    cost += self._fold(au)
+                if au in self._log:
+                    # the AU opens for a stream: its entries in the log go with it, and its merge copies those the
+                    # stream does not rewrite (as it copies the data block's pages)
+                    self._adopt(au)
                 if len(self._open) >= p.open_aus:
                     victim, vst = next(iter(self._open.items()))
                     del self._open[victim]
                     cost += self._merge(victim, vst)
                 st = _AuState(pages=set())
-            if w_start == st.end_offset:
-                # continues the previous write: the card's buffer fills the partly written page first
-                new_used = st.used_bytes + (w_end - w_start)
-            elif w_end - w_start < page:
-                new_used = st.used_bytes + max(w_end - w_start, p.small_write_unit_bytes)
-            else:
-                new_used = -(-st.used_bytes // page) * page + (w_end - w_start)
-            if -(-new_used // page) * page > p.update_block_bytes:
+            new_used = self._used_after(st, w_start, w_end)
+            if new_used > p.update_block_bytes:
                 cost += self._merge(au, st)
                 st = _AuState(pages=set())
                 new_used = w_end - w_start
@@ -382,6 +399,19 @@ class CardModel:
             st.pages.update(range(lo, hi + 1))
             self._open[au] = st  # most recently used last
         return cost
+
+    def _used_after(self, st: _AuState, w_start: int, w_end: int) -> int:
+        """The update block's fill after a write of [w_start, w_end) into it, rounded up to whole pages where the
+        block's space is counted (more than ``update_block_bytes``: the write does not fit)."""
+        page = self.p.page_bytes
+        if w_start == st.end_offset:
+            # continues the previous write: the card's buffer fills the partly written page first
+            used = st.used_bytes + (w_end - w_start)
+        elif w_end - w_start < page:
+            used = st.used_bytes + max(w_end - w_start, self.p.small_write_unit_bytes)
+        else:
+            used = -(-st.used_bytes // page) * page + (w_end - w_start)
+        return used if -(-used // page) * page <= self.p.update_block_bytes else self.p.update_block_bytes + 1
 
     def _crosses_into(self, au: int, w_start: int) -> bool:
         """Whether a write at ``w_start`` continues the stream of the open AU before ``au`` across the boundary
@@ -430,6 +460,13 @@ class CardModel:
         program = units * p.random_write_us * 1e3
         self._merge_parts.append(("sd.card.random_write_us", program))
         return cost + program
+
+    def _adopt(self, au: int) -> None:
+        """An AU that opens an update block takes its entries out of the random-write area: their pages are the
+        AU's valid data from then on (its merge copies those the update block does not rewrite)."""
+        units, pages = self._log.pop(au)[:2]
+        self._log_units -= units
+        self._valid_pages(au).update(pages)
 
     def _fold(self, au: int) -> float:
         """Fold an AU's entries out of the random-write area: its valid data and the entries are written to a
