@@ -158,3 +158,24 @@ def test_a_population_card_without_fitted_cards_is_refused(monkeypatch):
     assert load_card("lexar-v30-64gb").name == "lexar-v30-64gb"  # a card that holds nothing still loads
     monkeypatch.undo()
     cardpop.forget()
+
+
+def test_population_members_carry_their_cards_flash_layout():
+    """A member of an uncalibrated card's range is a whole card: its own random-write area (or none), not the
+    generic card's estimate."""
+    pop = card_population()
+    for name in pop.cards:
+        assert pop.member(name)["random_area_bytes"] == load_card(name).random_area_bytes
+    kinds = {bool(pop.member(n)["random_area_bytes"]) for n in pop.cards}
+    assert kinds == {True, False}  # the shipped population holds both kinds
+
+
+def test_a_range_on_few_members_keeps_one_card_of_each_kind():
+    pl = population.plan(scen.load("logger-esp32s3-sdspi"), simulated=True)
+    assert pl.method == "population" and "random_area_bytes" in pl.fields
+    for k in (2, 3, 5):
+        chosen = population.select(pl.members, k)
+        assert chosen[0] is pl.members[0] and chosen[-1] is pl.members[-1]  # the extremes stay
+        assert {m.variant for m in chosen} == {m.variant for m in pl.members}
+        assert len(chosen) <= k + 1
+    assert population.select(pl.members, len(pl.members)) == pl.members

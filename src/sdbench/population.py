@@ -61,7 +61,7 @@ from .media.sim.card import NOT_TIMING, CardProfile
 from .options import apply_overrides
 from .records import Row
 from .scenarios import Scenario
-from .stack.cardpop import card_population
+from .stack.cardpop import STRUCTURE_FIELDS, card_population
 from .stack.loaded import LoadedProfile, stack_profiles
 from .stack.loaded import forget as forget_loaded
 from .stack.sd import forget_population
@@ -99,6 +99,9 @@ class Member:
 
     name: str
     overrides: dict[tuple[str, str], dict[str, Any]]
+    #: a population member's kind of flash translation layer (with a random-write area or without): a range run
+    #: on fewer members than the population keeps one of each kind (:func:`select`)
+    variant: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -197,14 +200,15 @@ def plan(sc: Scenario, *, simulated: bool, profiles_: tuple[LoadedProfile, ...] 
         if not cards:
             return Plan("none", reason=f"the card profile {card.name} is uncalibrated and no fitted card profile "
                                        "is shipped to take a population from")
-        medians = {f: sorted(m[f] for _, m in cards)[len(cards) // 2] for f in fields_}
-        ordered = sorted(cards, key=lambda nm: (_slowness(nm[1], fields_, medians), nm[0]))
+        timing = tuple(f for f in fields_ if f not in STRUCTURE_FIELDS)
+        medians = {f: sorted(m[f] for _, m in cards)[len(cards) // 2] for f in timing}
+        ordered = sorted(cards, key=lambda nm: (_slowness(nm[1], timing, medians), nm[0]))
         members = []
         for name, m in ordered:
             over = draws()
             key = ("sd", "card_params")
             over[key] = {**over.get(key, {}), **{f: m[f] for f in fields_}}
-            members.append(Member(name, over))
+            members.append(Member(name, over, (bool(m.get("random_area_bytes")),)))
         return Plan("population", tuple(members), card=card.name, population=tuple(n for n, _ in ordered),
                     fields=fields_, varied=sigma, structural_class=klass)
     # a calibrated card's held fields that at least two fitted cards fitted: their values
@@ -303,14 +307,21 @@ def budget(sc: Scenario, members: int) -> tuple[int, int]:
 
 
 def select(members: tuple[Member, ...], k: int) -> tuple[Member, ...]:
-    """``k`` of ``members`` evenly spread over their order (the first and the last included)."""
+    """``k`` of ``members`` evenly spread over their order (the first and the last included); with two or more,
+    a kind of flash translation layer none of them has adds its slowest member (a card without a random-write
+    area stalls where one with it does not: the range must hold both)."""
     n = len(members)
     if k >= n:
         return members
     if k <= 1:
         return members[n // 2:n // 2 + 1]
-    picked = sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})
-    return tuple(members[i] for i in picked)
+    picked = {round(i * (n - 1) / (k - 1)) for i in range(k)}
+    have = {members[i].variant for i in picked}
+    for i in range(n - 1, -1, -1):
+        if members[i].variant not in have:
+            have.add(members[i].variant)
+            picked.add(i)
+    return tuple(members[i] for i in sorted(picked))
 
 
 # -- the range ----------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import statistics
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .. import profiles
@@ -19,12 +19,21 @@ from ..errors import ConfigError
 from ..media.sim.card import NOT_TIMING, CardProfile
 
 
+#: how a card's flash translation layer is laid out (pages, allocation units, open units, its random-write area):
+#: not fitted, each card's own (a datasheet, or an estimate in its profile). A member of an uncalibrated card's
+#: range carries its card's, so the range spans cards with and without a random-write area
+STRUCTURE_FIELDS = ("page_bytes", "small_write_unit_bytes", "au_bytes", "update_block_bytes", "open_aus",
+                    "random_area_bytes", "random_unit_bytes", "random_max_bytes")
+
+
 @dataclass(frozen=True)
 class CardPopulation:
-    """The shipped fitted cards (by name, sorted) and, per card, the timing fields its fit measured."""
+    """The shipped fitted cards (by name, sorted), per card the timing fields its fit measured and its flash
+    translation layer's layout (:data:`STRUCTURE_FIELDS`)."""
 
     cards: tuple[str, ...]
     fitted: dict[str, dict[str, Any]]
+    structure: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @functools.cached_property
     def values(self) -> dict[str, tuple[Any, ...]]:
@@ -47,14 +56,16 @@ class CardPopulation:
         return {f: v for f, v in self.values.items() if len(v) >= 2}
 
     def member(self, card: str) -> dict[str, Any]:
-        """Card ``card`` as a member of an uncalibrated card's range: its fitted fields, and for every other field
-        some card fitted, the population's median (its profile's default there was never measured)."""
-        return {**self.medians, **self.fitted[card]}
+        """Card ``card`` as a member of an uncalibrated card's range: its fitted fields, its flash translation
+        layer's layout, and for every other field some card fitted, the population's median (its profile's
+        default there was never measured)."""
+        return {**self.medians, **self.structure.get(card, {}), **self.fitted[card]}
 
     def without(self, card: str) -> "CardPopulation":
         """The population less one card (leave-one-card-out cross-validation)."""
         return CardPopulation(tuple(c for c in self.cards if c != card),
-                              {c: v for c, v in self.fitted.items() if c != card})
+                              {c: v for c, v in self.fitted.items() if c != card},
+                              {c: v for c, v in self.structure.items() if c != card})
 
 
 def _fitted_names() -> tuple[str, ...]:
@@ -74,11 +85,13 @@ def card_population() -> CardPopulation:
     if not names:
         raise ConfigError("no fitted card profile is shipped to take population values from")
     fitted: dict[str, dict[str, Any]] = {}
+    structure: dict[str, dict[str, Any]] = {}
     for n in names:
         # a fitted card's own table: the fields it takes from the population are not its values
         card = profiles.load(CardProfile, "cards", n, what="card profile")
         fitted[n] = {f: getattr(card, f) for f in card.fit_rel_sd if f not in NOT_TIMING}
-    return CardPopulation(names, fitted)
+        structure[n] = {f: getattr(card, f) for f in STRUCTURE_FIELDS}
+    return CardPopulation(names, fitted, structure)
 
 
 def forget() -> None:
