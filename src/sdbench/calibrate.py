@@ -591,6 +591,9 @@ class _Evaluator:
         #: (scenario, overrides that are not profile fields) -> its recorded run (recording, rows), or None
         #: where it cannot be re-priced: evaluations at other profile values re-price it (sdbench.repricing)
         self._recorded: dict[tuple[str, tuple[str, ...]], tuple[Recording, tuple[Row, ...]] | None] = {}
+        #: (scenario, overrides) -> its rows: a solver comes back to points it has tried (its start, a restart,
+        #: the solution it returns, the Jacobian's base point), and a simulation is deterministic
+        self._rows: dict[tuple[str, tuple[str, ...]], dict[str, Row]] = {}
 
     def overrides(self, x: np.ndarray, fixed: dict[str, dict[str, float]],
                   restrict: tuple[str, ...] | None = None, extra: tuple[str, ...] = ()) -> dict[str, list[str]]:
@@ -614,7 +617,15 @@ class _Evaluator:
 
     def predict(self, scenario: str, overrides: list[str]) -> dict[str, Row]:
         """The rows of ``scenario`` with ``overrides``: re-priced from its recorded run where the overrides
-        differ from it in profile fields only (the same rows a run gives: sdbench.repricing), else run."""
+        differ from it in profile fields only (the same rows a run gives: sdbench.repricing), else run; the
+        rows of a point already simulated are not simulated again."""
+        point = (scenario, tuple(overrides))
+        rows = self._rows.get(point)
+        if rows is None:
+            rows = self._rows[point] = self._simulate(scenario, overrides)
+        return dict(rows)
+
+    def _simulate(self, scenario: str, overrides: list[str]) -> dict[str, Row]:
         self.evals += 1
         sc = load_scenario(scenario, overrides)
         key = (scenario, tuple(o for o in overrides if not o.startswith(_PROFILE_OVERRIDES)

@@ -264,6 +264,7 @@ def replay(rec: Recording, drivers: list[Any], clock: Any, price_ns: Callable[[P
     samples: dict[str, list[int]] = {}
     started: dict[str, int] = {}
     advance = clock.advance_ns
+    steps: dict[Price, int] = {}  # a price's charge in whole ns, priced once per replay
     for item in rec.items:
         kind = item[0]
         if kind == OP:
@@ -275,7 +276,12 @@ def replay(rec: Recording, drivers: list[Any], clock: Any, price_ns: Callable[[P
             for (category, price), (ns, n) in item[1].items():
                 # n charges of one price in one step: the clock rounds each charge to whole ns, so the same
                 # rounded step n times (nothing reads the clock between them)
-                step = int((ns if price is None else price_ns(price)) + 0.5)
+                if price is None:
+                    step = int(ns + 0.5)
+                else:
+                    step = steps.get(price, -1)
+                    if step < 0:
+                        step = steps[price] = int(price_ns(price) + 0.5)
                 if step:
                     advance(step * int(n), category)
         else:

@@ -221,6 +221,8 @@ class SdHostDriver(BlockDevice):
         rec = clock.recording
         self._rec = None if rec is None or rec.replaying else rec
         self._rec_id = rec.register(self) if rec is not None else -1
+        # a stack built to replay a recording: only its clock's time counts (the replay reads nothing else)
+        self._replaying = rec is not None and rec.replaying
 
     # ---- time helpers -------------------------------------------------------------
     def _spend(self, ns: float, category: str, param: str | None = None) -> None:
@@ -344,6 +346,22 @@ class SdHostDriver(BlockDevice):
         byte = self.bus.poll_byte_ns()
         self._spend(math.ceil(ns / byte) * byte, "card", "")
         self._waited(t0, ns, parts)
+
+    def _repeated(self, n: int, step: Callable[[], None]) -> None:
+        """``step`` ``n`` times: the blocks of a transfer after its first, whose time depends on the profiles alone
+        (not on the clock or the card's state).  A replaying driver runs it once and moves its clock by the
+        other n - 1 times in one step: the same time (whole ns), without the ledger a replay does not read."""
+        if n <= 0:
+            return
+        if not self._replaying:
+            for _ in range(n):
+                step()
+            return
+        clock = self.vclock
+        t0 = clock.now_ns()
+        step()
+        if n > 1:
+            clock.advance_ns((clock.now_ns() - t0) * (n - 1), "other", "")
 
     def _data_cpu(self, nbytes: int, *, crc: bool = False, copy: bool = False) -> None:
         h = self.host
@@ -866,12 +884,15 @@ class SdHostDriver(BlockDevice):
             if stream:
                 self._stream = _Stream("read", lba, lba)
         first_key = "sd.card.read_block_gap_us" if name == "DATA" else "sd.card.read_access_us"
-        for i in range(count):
-            if i == 0:  # 0xFF until the start token
-                self._sf_poll(first_wait, first_key)
-            else:
-                self._sf_poll(self.card.read_block_gap_ns(), "sd.card.read_block_gap_us")
+        if count > 0:
+            self._sf_poll(first_wait, first_key)  # 0xFF until the start token
             self._sf_block(3)  # the token and the two CRC bytes are single-byte calls
+            gap = self.card.read_block_gap_ns()
+
+            def block() -> None:
+                self._sf_poll(gap, "sd.card.read_block_gap_us")
+                self._sf_block(3)
+            self._repeated(count - 1, block)
         if name == "DATA":
             self._log_only(t0, name, lba, count * SECTOR)
         else:
@@ -899,12 +920,20 @@ class SdHostDriver(BlockDevice):
             t0 = self._sf_command(name, lba)
             st = _Stream("write", lba, lba) if multi else None
             self._stream = st
-        for i in range(count):
+        if count > 0:
             if st is not None:  # writeData: waitReady for the previous block's busy first
-                left = (self._stream_left() if i == 0 else self.card.write_block_busy_ns(True)) if st.blocks else 0.0
-                self._sf_poll(left, "sd.card.write_busy_block_us", at_least=1)
+                self._sf_poll(self._stream_left() if st.blocks else 0.0, "sd.card.write_busy_block_us", at_least=1)
                 st.blocks += 1
             self._sf_block(4)  # token, two CRC bytes, data response
+            busy = self.card.write_block_busy_ns(True) if st is not None else 0.0
+
+            def block() -> None:
+                if st is not None:
+                    self._sf_poll(busy, "sd.card.write_busy_block_us", at_least=1)
+                self._sf_block(4)
+            self._repeated(count - 1, block)
+            if st is not None:
+                st.blocks += count - 1
         if st is not None:
             st.ready_ns = self.vclock.now_ns() + self.card.write_block_busy_ns(True)
         if name == "DATA":
@@ -999,12 +1028,18 @@ class SdHostDriver(BlockDevice):
         t0, name, multi, st = self._sdio_begin("read", lba, count, single)
         h = self.host
         gap = self.card.read_block_gap_ns()
-        for i in range(count):
-            if i == 0 and name != "DATA":
+        if count > 0:
+            if name != "DATA":
                 self._spend(self.card.read_access_ns(), "card", "sd.card.read_access_us")
             else:
-                self._spend(self._stream_left() if i == 0 else gap, "card", "sd.card.read_block_gap_us")
-            self._sdio_block(self.bus.read_block_ns() / h.read_clock_ratio)
+                self._spend(self._stream_left(), "card", "sd.card.read_block_gap_us")
+            bus_ns = self.bus.read_block_ns() / h.read_clock_ratio
+            self._sdio_block(bus_ns)
+
+            def block() -> None:
+                self._spend(gap, "card", "sd.card.read_block_gap_us")
+                self._sdio_block(bus_ns)
+            self._repeated(count - 1, block)
         if st is not None:
             st.ready_ns = self.vclock.now_ns() + gap
         if not self._sdio_end(t0, name, lba, count, st, multi) and h.busy_wait == "cmd13":
@@ -1021,11 +1056,17 @@ class SdHostDriver(BlockDevice):
 
     def _sdio_write_req(self, lba: int, count: int, *, single: bool = False) -> None:
         t0, name, multi, st = self._sdio_begin("write", lba, count, single)
-        for i in range(count):
-            if i or (st is not None and st.blocks):  # the previous block's busy, waited by the controller
-                left = self.card.write_block_busy_ns(True) if i else self._stream_left()
-                self._spend(left, "card", "sd.card.write_busy_block_us")
-            self._sdio_block(self.bus.write_block_ns())
+        if count > 0:
+            if st is not None and st.blocks:  # the previous block's busy, waited by the controller
+                self._spend(self._stream_left(), "card", "sd.card.write_busy_block_us")
+            bus_ns = self.bus.write_block_ns()
+            self._sdio_block(bus_ns)
+            busy = self.card.write_block_busy_ns(True)
+
+            def block() -> None:
+                self._spend(busy, "card", "sd.card.write_busy_block_us")
+                self._sdio_block(bus_ns)
+            self._repeated(count - 1, block)
         if st is not None:
             st.ready_ns = self.vclock.now_ns() + self.card.write_block_busy_ns(True)
         if not self._sdio_end(t0, name, lba, count, st, multi):
