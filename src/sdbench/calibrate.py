@@ -615,17 +615,21 @@ class _Evaluator:
                     per[s].append(f"{TARGETS[kind][0]}.{p.name}={_num(p.name, v)}")
         return per
 
-    def predict(self, scenario: str, overrides: list[str]) -> dict[str, Row]:
-        """The rows of ``scenario`` with ``overrides``: re-priced from its recorded run where the overrides
-        differ from it in profile fields only (the same rows a run gives: sdbench.repricing), else run; the
-        rows of a point already simulated are not simulated again."""
+    def predict(self, scenario: str, overrides: list[str], only: tuple[str, ...] = ()) -> dict[str, Row]:
+        """The rows of ``scenario`` with ``overrides`` (``only``: at least these, where re-pricing can stop
+        after them): re-priced from its recorded run where the overrides differ from it in profile fields only
+        (the same rows a run gives: sdbench.repricing), else run; the rows of a point already simulated are not
+        simulated again."""
         point = (scenario, tuple(overrides))
         rows = self._rows.get(point)
+        if rows is None and only:
+            rows = self._rows.get((*point, only))
         if rows is None:
-            rows = self._rows[point] = self._simulate(scenario, overrides)
+            rows = self._simulate(scenario, overrides, only)
+            self._rows[point if len(rows) > len(only) or not only else (*point, only)] = rows
         return dict(rows)
 
-    def _simulate(self, scenario: str, overrides: list[str]) -> dict[str, Row]:
+    def _simulate(self, scenario: str, overrides: list[str], only: tuple[str, ...] = ()) -> dict[str, Row]:
         self.evals += 1
         sc = load_scenario(scenario, overrides)
         key = (scenario, tuple(o for o in overrides if not o.startswith(_PROFILE_OVERRIDES)
@@ -634,7 +638,7 @@ class _Evaluator:
             recorded = self._recorded[key]
             if recorded is not None:
                 try:
-                    rows = replayed_rows(sc, *recorded)
+                    rows = replayed_rows(sc, *recorded, labels=only or None)
                     return {r.label: r for r in rows}
                 except ReplayMismatch:
                     self._recorded[key] = None
@@ -661,7 +665,7 @@ class _Evaluator:
     def scenario_residuals(self, x: np.ndarray, scenario: str, *, skip: tuple[str, ...] = (),
                            only: tuple[str, ...] = ()) -> np.ndarray:
         """Relative errors of one scenario's rows (no priors), leaving out ``skip`` or keeping ``only``."""
-        rows = self.predict(scenario, self.overrides(x, {})[scenario])
+        rows = self.predict(scenario, self.overrides(x, {})[scenario], only)
         return self.errors(scenario, rows, skip=skip, only=only)
 
     def predict_all(self, x: np.ndarray, fixed: dict[str, dict[str, float]],
@@ -1093,7 +1097,7 @@ def _sequential(g: FitGroup, ev: _Evaluator, x0: np.ndarray, lo: np.ndarray, hi:
                 if v not in memo:
                     xx = x.copy()
                     xx[j] = v
-                    rows = ev.predict(s, ev.overrides(xx, {}, restrict=st.restrict, extra=search)[s])
+                    rows = ev.predict(s, ev.overrides(xx, {}, restrict=st.restrict, extra=search)[s], st.rows)
                     memo[v] = float(np.mean(ev.errors(s, rows, only=st.rows)))
                 return memo[v]
 

@@ -163,6 +163,8 @@ class Recording:
         self._pre: dict[tuple[str, Price | None], list[float]] = {}
         self._reads: dict[tuple[int, Any], list[int]] = {}
         self._charges: dict[tuple[str, Price | None], list[float]] = {}
+        # end_of's table: (the number of items it was made for, row label -> the index after its last mark)
+        self._ends: tuple[int, dict[str, int]] | None = None
 
     # ---- what drivers and the layers above them report ---------------------------------
     def register(self, driver: Any) -> int:
@@ -251,12 +253,24 @@ class Recording:
     def repriceable(self) -> bool:
         return not self.reasons
 
+    def end_of(self, labels: Any) -> int:
+        """How many items a replay needs for the timed calls of rows ``labels``: up to the last mark of any of
+        them (a row's times depend on nothing recorded after its last call)."""
+        if self._ends is None or self._ends[0] != len(self.items):
+            ends: dict[str, int] = {}
+            for i, item in enumerate(self.items):
+                if item[0] == MARK:
+                    ends[item[1]] = i + 1
+            self._ends = (len(self.items), ends)
+        ends = self._ends[1]
+        return max((ends.get(label, 0) for label in labels), default=0)
 
-def replay(rec: Recording, drivers: list[Any], clock: Any, price_ns: Callable[[Price], float]) -> dict[
-        str, list[int]]:
+
+def replay(rec: Recording, drivers: list[Any], clock: Any, price_ns: Callable[[Price], float],
+           until: int | None = None) -> dict[str, list[int]]:
     """Feed ``rec`` to ``drivers`` (a stack built from other profiles with a replaying recording, in the same
     order) on ``clock`` and re-price its charges with ``price_ns``; returns each row label's per-call times (ns),
-    in order."""
+    in order.  ``until``: replay only the first so many items (:meth:`Recording.end_of` the rows wanted)."""
     if not rec.repriceable:
         raise InternalError(f"replay of a recording that cannot be re-priced ({rec.reasons[0]})")
     if len(drivers) != len(rec.drivers):
@@ -265,7 +279,7 @@ def replay(rec: Recording, drivers: list[Any], clock: Any, price_ns: Callable[[P
     started: dict[str, int] = {}
     advance = clock.advance_ns
     steps: dict[Price, int] = {}  # a price's charge in whole ns, priced once per replay
-    for item in rec.items:
+    for item in rec.items if until is None else rec.items[:until]:
         kind = item[0]
         if kind == OP:
             drivers[item[1]].replay_op(item[2], item[3])
