@@ -223,6 +223,9 @@ class SdHostDriver(BlockDevice):
         self._rec_id = rec.register(self) if rec is not None else -1
         # a stack built to replay a recording: only its clock's time counts (the replay reads nothing else)
         self._replaying = rec is not None and rec.replaying
+        # replay_op's times of requests that continue an open sdio transfer, by what they depend on
+        self._continuing: dict[tuple[Any, ...], int] | None = {} if self._replaying and self.driver == "sdio" \
+            else None
 
     # ---- time helpers -------------------------------------------------------------
     def _spend(self, ns: float, category: str, param: str | None = None) -> None:
@@ -1150,6 +1153,9 @@ class SdHostDriver(BlockDevice):
 
     def replay_op(self, name: str, args: tuple[Any, ...]) -> None:
         """Time one recorded request (no data moves)."""
+        if self._continuing is not None and (name == "read" or name == "write") and self._replay_continuing(
+                name, args):
+            return
         if name == "read":
             lba, count, buf_addr, multi = args
             saved, self._multi = self._multi, multi
@@ -1160,6 +1166,50 @@ class SdHostDriver(BlockDevice):
         else:
             {"write": self._write_time, "erase": self._erase_cmds, "trim": self._trim_time, "sync": self._sync_time,
              "initialise": self._initialise_time}[name](*args)
+
+    def _replay_continuing(self, name: str, args: tuple[Any, ...]) -> bool:
+        """Replay a read or write that continues the open sdio transfer (an SdFat file read or written a call at a
+        time) from the time such a request took before, when it depends on nothing else; False (nothing done)
+        for any other request.
+
+        Such a request takes the host's per-call time, what is left of the card's gap or busy since the
+        transfer's last block (``ready_ns`` less the clock), then its blocks, each a fixed time; it moves the
+        transfer on and sets ``ready_ns`` from the clock.  What is left is ``ready_ns - now`` in floating point:
+        exact (Sterbenz) while ``ready_ns`` is at most twice the clock, so within that bound its value at the
+        request's start, with the request's size and flags, fixes the request's time."""
+        lba, count, buf_addr, multi = args
+        st = self._stream
+        kind = "write" if name == "write" else "read"
+        if st is None or st.kind != kind or st.next_lba != lba or count <= 0 or self.log is not None \
+                or buf_addr % self.host.dma_align_bytes:
+            return False
+        mode = self.host.keep_open
+        if not (mode == "all" or (mode == "writes" and kind == "write" and (count > 1 or multi))):
+            return False  # the request ends the transfer
+        clock = self.vclock
+        now = clock.now_ns()
+        if not 0 < st.ready_ns <= 2 * now:
+            return False
+        key = (kind, count, multi, st.blocks > 0, st.ready_ns - now)
+        took = self._continuing.get(key)  # type: ignore[union-attr]
+        if took is None:
+            saved, self._multi = self._multi, multi
+            try:
+                if kind == "write":
+                    self._write_time(lba, count, buf_addr)
+                else:
+                    self._read_commands(lba, count, buf_addr)
+            finally:
+                self._multi = saved
+            self._continuing[key] = clock.now_ns() - now  # type: ignore[index]
+        else:
+            clock.advance_ns(took, "other", "")
+            st.next_lba, st.blocks = lba + count, st.blocks + count
+            st.ready_ns = clock.now_ns() + (self.card.write_block_busy_ns(True) if kind == "write"
+                                            else self.card.read_block_gap_ns())
+        if kind == "read" and self._boundaries:
+            self._boundary(lba, count)
+        return True
 
     def replay_reads(self, key: tuple[Any, ...], spans: list[int]) -> None:
         """Time the reads recorded under ``key`` (``spans``: LBA and count of each, flattened)."""
