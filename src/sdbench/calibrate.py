@@ -670,8 +670,13 @@ class _Evaluator:
 
     def predict_all(self, x: np.ndarray, fixed: dict[str, dict[str, float]],
                     extra: tuple[str, ...] = ()) -> dict[str, dict[str, Row]]:
+        """The measured rows of every scenario of the group at ``x`` (the rows after them are not needed)."""
         per = self.overrides(x, fixed, extra=extra)
-        return {s: self.predict(s, per[s]) for s in self.g.scenarios if s in self.targets}
+        return {s: self.predict(s, per[s], self.target_rows(s)) for s in self.g.scenarios if s in self.targets}
+
+    def target_rows(self, scenario: str) -> tuple[str, ...]:
+        """The labels of ``scenario``'s measured rows."""
+        return tuple(dict.fromkeys(m.row for m in self.targets[scenario]))
 
     def residual_vector(self, predicted: dict[str, dict[str, Row]], x: np.ndarray) -> np.ndarray:
         """The residuals of a fit: relative errors of every measured row, scenario by scenario, then the
