@@ -51,6 +51,7 @@ from .media.sim.host import HostProfile
 from .media.sim.nor import FlashChipProfile
 from .options import from_mapping, opt, parse_toml, read_text_file, toml_string
 from .output_files import write_atomically
+from .parallel import run_pool
 from .ledger import Recording
 from .protocols import protocol, run_scenario
 from .repricing import ReplayMismatch, replayed_rows
@@ -760,6 +761,26 @@ def fit(group_name: str, meas: list[Measurement], progress: Callable[[str], None
     if group_name not in gs:
         raise ConfigError(f"unknown fit group {group_name!r} (known: {', '.join(gs)})")
     return fit_group(gs[group_name], meas, progress)
+
+
+def fit_all(names: list[str], meas: list[Measurement], workers: int = 1,
+            done: Callable[[str], None] | None = None) -> list[FitResult]:
+    """:func:`fit` of each shipped group of ``names``, in ``workers`` processes (the results in the order of
+    ``names``; ``done(name)`` as each ends).  The groups are independent while they read the shipped profiles: a
+    caller that writes each group's profiles into the data folder before the next group fits runs them one by
+    one with :func:`fit`."""
+    gs = groups()
+    for name in names:
+        if name not in gs:
+            raise ConfigError(f"unknown fit group {name!r} (known: {', '.join(gs)})")
+    jobs = [(i, name, meas) for i, name in enumerate(names)]
+    got = run_pool(jobs, min(workers, len(jobs)), lambda i, _: done(names[i]) if done else None, _fit_job)
+    return [got[i] for i in range(len(names))]
+
+
+def _fit_job(job: tuple[int, str, list[Measurement]]) -> tuple[int, FitResult]:
+    i, name, meas = job
+    return i, fit(name, meas)
 
 
 def fit_group(g: FitGroup, meas: list[Measurement], progress: Callable[[str], None] | None = None) -> FitResult:
