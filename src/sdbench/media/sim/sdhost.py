@@ -224,8 +224,9 @@ class SdHostDriver(BlockDevice):
         # a stack built to replay a recording: only its clock's time counts (the replay reads nothing else)
         self._replaying = rec is not None and rec.replaying
         # replay_op's times of requests that continue an open sdio transfer, by what they depend on
+        # (this class's own paths only: a subclass may change a step)
         self._continuing: dict[tuple[Any, ...], int] | None = {} if self._replaying and self.driver == "sdio" \
-            else None
+            and type(self) is SdHostDriver else None
 
     # ---- time helpers -------------------------------------------------------------
     def _spend(self, ns: float, category: str, param: str | None = None) -> None:
@@ -1177,20 +1178,13 @@ class SdHostDriver(BlockDevice):
         transfer on and sets ``ready_ns`` from the clock.  What is left is ``ready_ns - now`` in floating point:
         exact (Sterbenz) while ``ready_ns`` is at most twice the clock, so within that bound its value at the
         request's start, with the request's size and flags, fixes the request's time."""
+        key = self._continuing_key(name, args)
+        if key is None:
+            return False
         lba, count, buf_addr, multi = args
-        st = self._stream
-        kind = "write" if name == "write" else "read"
-        if st is None or st.kind != kind or st.next_lba != lba or count <= 0 or self.log is not None \
-                or buf_addr % self.host.dma_align_bytes:
-            return False
-        mode = self.host.keep_open
-        if not (mode == "all" or (mode == "writes" and kind == "write" and (count > 1 or multi))):
-            return False  # the request ends the transfer
-        clock = self.vclock
+        kind, st, clock = key[0], self._stream, self.vclock
+        assert st is not None
         now = clock.now_ns()
-        if not 0 < st.ready_ns <= 2 * now:
-            return False
-        key = (kind, count, multi, st.blocks > 0, st.ready_ns - now)
         took = self._continuing.get(key)  # type: ignore[union-attr]
         if took is None:
             saved, self._multi = self._multi, multi
@@ -1210,6 +1204,68 @@ class SdHostDriver(BlockDevice):
         if kind == "read" and self._boundaries:
             self._boundary(lba, count)
         return True
+
+    def _continuing_key(self, name: str, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """What the time of a replayed request that continues the open sdio transfer depends on (see
+        :meth:`_replay_continuing`), or None for any other request."""
+        lba, count, buf_addr, multi = args
+        st = self._stream
+        kind = "write" if name == "write" else "read"
+        if st is None or st.kind != kind or st.next_lba != lba or count <= 0 or self.log is not None \
+                or buf_addr % self.host.dma_align_bytes:
+            return None
+        mode = self.host.keep_open
+        if not (mode == "all" or (mode == "writes" and kind == "write" and (count > 1 or multi))):
+            return None  # the request ends the transfer
+        now = self.vclock.now_ns()
+        if not 0 < st.ready_ns <= 2 * now:
+            return None
+        return (kind, count, multi, st.blocks > 0, st.ready_ns - now)
+
+    def replay_run(self, name: str, args: tuple[Any, ...], n: int, between: int) -> None:
+        """Replay ``n`` requests ``name`` of one size at consecutive LBAs from ``args`` (sdbench.ledger.RUN), the
+        charges above the driver after each taking ``between`` ns.
+
+        Where two requests in a row continue the open sdio transfer from the same state (the same key of
+        :meth:`_continuing_key`), each one after them does too, and takes the same time: the request leaves
+        ``ready_ns`` = the clock + a fixed gap or busy, so the next starts with the same ``ready_ns - now``,
+        the fixed part rounded to the floating-point grid of ``ready_ns``'s binade.  The requests up to the
+        last whose ``ready_ns`` stays in that binade are then charged in one step, with the transfer moved on
+        as they would move it; past a binade's end the requests go one by one until the state repeats again.
+        A read over page or AU boundaries depends on where it lies: such reads go one by one."""
+        lba, count, rest = args[0], args[1], args[2:]
+        clock = self.vclock
+        foldable = self._continuing is not None and (name == "write" or not self._boundaries)
+        last_key: tuple[Any, ...] | None = None
+        last_start = 0
+        k = 0
+        while k < n:
+            a = (lba + k * count, count, *rest)
+            start = clock.now_ns()
+            key = self._continuing_key(name, a) if foldable else None
+            if key is not None and key == last_key:
+                st = self._stream
+                assert st is not None
+                period = start - last_start
+                gap = self.card.write_block_busy_ns(True) if name == "write" else self.card.read_block_gap_ns()
+                binade = math.frexp(st.ready_ns)[1]
+                m = n - k
+                if period > 0:
+                    m = min(m, max(0, int((2.0 ** binade - gap - (start - between)) // period) + 1))
+                while m > 0 and math.frexp((start + m * period - between) + gap)[1] != binade:
+                    m -= 1
+                if m > 0:
+                    clock.advance_ns(m * period, "other", "")
+                    st.next_lba, st.blocks = st.next_lba + m * count, st.blocks + m * count
+                    st.ready_ns = (clock.now_ns() - between) + gap
+                    k += m
+                    last_key = None
+                    continue
+            self.replay_op(name, a)
+            if between:
+                clock.advance_ns(between, "other", "")
+            last_key, last_start = key, start
+            k += 1
 
     def replay_reads(self, key: tuple[Any, ...], spans: list[int]) -> None:
         """Time the reads recorded under ``key`` (``spans``: LBA and count of each, flattened)."""
