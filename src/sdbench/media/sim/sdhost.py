@@ -242,12 +242,15 @@ class SdHostDriver(BlockDevice):
         total = sum(c for _, c in parts)
         if total:
             self._spend(self.host.cycles_ns(total), "host", "")
-            self.vclock.attribute(("sd.host." + f, self.host.cycles_ns(c)) for f, c in parts)
+            if not self._replaying:  # a replay reads the clock's time alone, not its ledger
+                self.vclock.attribute(("sd.host." + f, self.host.cycles_ns(c)) for f, c in parts)
 
     def _waited(self, t0: int, busy_ns: float, parts: Any, ticked: bool = False) -> None:
         """The ledger of a wait charged with ``param=""`` since ``t0``: the busy's ``parts`` ((key, ns) pairs
         that sum to ``busy_ns``; a single key for all of it), and the time past it: RTOS tick rounding when the
-        wait slept (``ticked``), polling otherwise."""
+        wait slept (``ticked``), polling otherwise.  (Nothing in a replay: it reads the clock's time alone.)"""
+        if self._replaying:
+            return
         total = self.vclock.now_ns() - t0
         if busy_ns > 0:
             if isinstance(parts, str):
@@ -256,6 +259,8 @@ class SdHostDriver(BlockDevice):
         self.vclock.attribute(((TICKS if ticked else POLLING, total - max(busy_ns, 0.0)),))
 
     def _event(self, t0: int, name: str, arg: int, nbytes: int = 0, repeat: int = 1) -> None:
+        if self._replaying and self.log is None:  # a replay reads the clock's time alone, not its counts
+            return
         self.vclock.count_command(name, repeat)
         self._log_only(t0, name, arg, nbytes, repeat)
 
