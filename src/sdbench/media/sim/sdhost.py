@@ -223,10 +223,10 @@ class SdHostDriver(BlockDevice):
         self._rec_id = rec.register(self) if rec is not None else -1
         # a stack built to replay a recording: only its clock's time counts (the replay reads nothing else)
         self._replaying = rec is not None and rec.replaying
-        # replay_op's times of requests that continue an open sdio transfer, by what they depend on
-        # (this class's own paths only: a subclass may change a step)
-        self._continuing: dict[tuple[Any, ...], int] | None = {} if self._replaying and self.driver == "sdio" \
-            and type(self) is SdHostDriver else None
+        # replay_op's times of requests that continue an open transfer (the streaming kinds), by what they depend
+        # on (this class's own paths only: a subclass may change a step)
+        self._continuing: dict[tuple[Any, ...], int] | None = {} if self._replaying \
+            and self.driver in STREAMING and type(self) is SdHostDriver else None
 
     # ---- time helpers -------------------------------------------------------------
     def _spend(self, ns: float, category: str, param: str | None = None) -> None:
@@ -1174,8 +1174,8 @@ class SdHostDriver(BlockDevice):
              "initialise": self._initialise_time}[name](*args)
 
     def _replay_continuing(self, name: str, args: tuple[Any, ...]) -> bool:
-        """Replay a read or write that continues the open sdio transfer (an SdFat file read or written a call at a
-        time) from the time such a request took before, when it depends on nothing else; False (nothing done)
+        """Replay a read or write that continues the open transfer (sdio, sdfat-spi: an SdFat file read or written
+        a call at a time) from the time such a request took before, when it depends on nothing else; False (nothing done)
         for any other request.
 
         Such a request takes the host's per-call time, what is left of the card's gap or busy since the
@@ -1211,14 +1211,14 @@ class SdHostDriver(BlockDevice):
         return True
 
     def _continuing_key(self, name: str, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        """What the time of a replayed request that continues the open sdio transfer depends on (see
+        """What the time of a replayed request that continues the open transfer depends on (see
         :meth:`_replay_continuing`), or None for any other request."""
         lba, count, buf_addr, multi = args
         st = self._stream
         kind = "write" if name == "write" else "read"
         if st is None or st.kind != kind or st.next_lba != lba or count <= 0 or self.log is not None \
-                or buf_addr % self.host.dma_align_bytes:
-            return None
+                or (self.driver == "sdio" and buf_addr % self.host.dma_align_bytes):
+            return None  # (sdio: a buffer its DMA cannot take ends the transfer)
         mode = self.host.keep_open
         if not (mode == "all" or (mode == "writes" and kind == "write" and (count > 1 or multi))):
             return None  # the request ends the transfer
@@ -1231,7 +1231,7 @@ class SdHostDriver(BlockDevice):
         """Replay ``n`` requests ``name`` of one size at consecutive LBAs from ``args`` (sdbench.ledger.RUN), the
         charges above the driver after each taking ``between`` ns.
 
-        Where two requests in a row continue the open sdio transfer from the same state (the same key of
+        Where two requests in a row continue the open transfer (sdio, sdfat-spi) from the same state (the same key of
         :meth:`_continuing_key`), each one after them does too, and takes the same time: the request leaves
         ``ready_ns`` = the clock + a fixed gap or busy, so the next starts with the same ``ready_ns - now``,
         the fixed part rounded to the floating-point grid of ``ready_ns``'s binade.  The requests up to the
