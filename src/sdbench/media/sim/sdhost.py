@@ -1225,7 +1225,8 @@ class SdHostDriver(BlockDevice):
         now = self.vclock.now_ns()
         if not 0 < st.ready_ns <= 2 * now:
             return None
-        return (kind, count, multi, st.blocks > 0, st.ready_ns - now)
+        # nothing left (the card was ready when the request started) waits nothing, however long ago
+        return (kind, count, multi, st.blocks > 0, max(0.0, st.ready_ns - now))
 
     def replay_run(self, name: str, args: tuple[Any, ...], n: int, between: int) -> None:
         """Replay ``n`` requests ``name`` of one size at consecutive LBAs from ``args`` (sdbench.ledger.RUN), the
