@@ -51,6 +51,7 @@ from .media.sim.host import HostProfile
 from .media.sim.nor import FlashChipProfile
 from .options import from_mapping, opt, parse_toml, read_text_file, toml_string
 from .output_files import write_atomically
+from .parallel import run_pool
 from .ledger import Recording
 from .protocols import protocol, run_scenario
 from .repricing import ReplayMismatch, replayed_rows
@@ -591,6 +592,9 @@ class _Evaluator:
         #: (scenario, overrides that are not profile fields) -> its recorded run (recording, rows), or None
         #: where it cannot be re-priced: evaluations at other profile values re-price it (sdbench.repricing)
         self._recorded: dict[tuple[str, tuple[str, ...]], tuple[Recording, tuple[Row, ...]] | None] = {}
+        #: (scenario, overrides) -> its rows: a solver comes back to points it has tried (its start, a restart,
+        #: the solution it returns, the Jacobian's base point), and a simulation is deterministic
+        self._rows: dict[tuple[str, tuple[str, ...]], dict[str, Row]] = {}
 
     def overrides(self, x: np.ndarray, fixed: dict[str, dict[str, float]],
                   restrict: tuple[str, ...] | None = None, extra: tuple[str, ...] = ()) -> dict[str, list[str]]:
@@ -612,9 +616,21 @@ class _Evaluator:
                     per[s].append(f"{TARGETS[kind][0]}.{p.name}={_num(p.name, v)}")
         return per
 
-    def predict(self, scenario: str, overrides: list[str]) -> dict[str, Row]:
-        """The rows of ``scenario`` with ``overrides``: re-priced from its recorded run where the overrides
-        differ from it in profile fields only (the same rows a run gives: sdbench.repricing), else run."""
+    def predict(self, scenario: str, overrides: list[str], only: tuple[str, ...] = ()) -> dict[str, Row]:
+        """The rows of ``scenario`` with ``overrides`` (``only``: at least these, where re-pricing can stop
+        after them): re-priced from its recorded run where the overrides differ from it in profile fields only
+        (the same rows a run gives: sdbench.repricing), else run; the rows of a point already simulated are not
+        simulated again."""
+        point = (scenario, tuple(overrides))
+        rows = self._rows.get(point)
+        if rows is None and only:
+            rows = self._rows.get((*point, only))
+        if rows is None:
+            rows = self._simulate(scenario, overrides, only)
+            self._rows[point if len(rows) > len(only) or not only else (*point, only)] = rows
+        return dict(rows)
+
+    def _simulate(self, scenario: str, overrides: list[str], only: tuple[str, ...] = ()) -> dict[str, Row]:
         self.evals += 1
         sc = load_scenario(scenario, overrides)
         key = (scenario, tuple(o for o in overrides if not o.startswith(_PROFILE_OVERRIDES)
@@ -623,7 +639,7 @@ class _Evaluator:
             recorded = self._recorded[key]
             if recorded is not None:
                 try:
-                    rows = replayed_rows(sc, *recorded)
+                    rows = replayed_rows(sc, *recorded, labels=only or None)
                     return {r.label: r for r in rows}
                 except ReplayMismatch:
                     self._recorded[key] = None
@@ -650,13 +666,18 @@ class _Evaluator:
     def scenario_residuals(self, x: np.ndarray, scenario: str, *, skip: tuple[str, ...] = (),
                            only: tuple[str, ...] = ()) -> np.ndarray:
         """Relative errors of one scenario's rows (no priors), leaving out ``skip`` or keeping ``only``."""
-        rows = self.predict(scenario, self.overrides(x, {})[scenario])
+        rows = self.predict(scenario, self.overrides(x, {})[scenario], only)
         return self.errors(scenario, rows, skip=skip, only=only)
 
     def predict_all(self, x: np.ndarray, fixed: dict[str, dict[str, float]],
                     extra: tuple[str, ...] = ()) -> dict[str, dict[str, Row]]:
+        """The measured rows of every scenario of the group at ``x`` (the rows after them are not needed)."""
         per = self.overrides(x, fixed, extra=extra)
-        return {s: self.predict(s, per[s]) for s in self.g.scenarios if s in self.targets}
+        return {s: self.predict(s, per[s], self.target_rows(s)) for s in self.g.scenarios if s in self.targets}
+
+    def target_rows(self, scenario: str) -> tuple[str, ...]:
+        """The labels of ``scenario``'s measured rows."""
+        return tuple(dict.fromkeys(m.row for m in self.targets[scenario]))
 
     def residual_vector(self, predicted: dict[str, dict[str, Row]], x: np.ndarray) -> np.ndarray:
         """The residuals of a fit: relative errors of every measured row, scenario by scenario, then the
@@ -740,6 +761,26 @@ def fit(group_name: str, meas: list[Measurement], progress: Callable[[str], None
     if group_name not in gs:
         raise ConfigError(f"unknown fit group {group_name!r} (known: {', '.join(gs)})")
     return fit_group(gs[group_name], meas, progress)
+
+
+def fit_all(names: list[str], meas: list[Measurement], workers: int = 1,
+            done: Callable[[str], None] | None = None) -> list[FitResult]:
+    """:func:`fit` of each shipped group of ``names``, in ``workers`` processes (the results in the order of
+    ``names``; ``done(name)`` as each ends).  The groups are independent while they read the shipped profiles: a
+    caller that writes each group's profiles into the data folder before the next group fits runs them one by
+    one with :func:`fit`."""
+    gs = groups()
+    for name in names:
+        if name not in gs:
+            raise ConfigError(f"unknown fit group {name!r} (known: {', '.join(gs)})")
+    jobs = [(i, name, meas) for i, name in enumerate(names)]
+    got = run_pool(jobs, min(workers, len(jobs)), lambda i, _: done(names[i]) if done else None, _fit_job)
+    return [got[i] for i in range(len(names))]
+
+
+def _fit_job(job: tuple[int, str, list[Measurement]]) -> tuple[int, FitResult]:
+    i, name, meas = job
+    return i, fit(name, meas)
 
 
 def fit_group(g: FitGroup, meas: list[Measurement], progress: Callable[[str], None] | None = None) -> FitResult:
@@ -1082,7 +1123,7 @@ def _sequential(g: FitGroup, ev: _Evaluator, x0: np.ndarray, lo: np.ndarray, hi:
                 if v not in memo:
                     xx = x.copy()
                     xx[j] = v
-                    rows = ev.predict(s, ev.overrides(xx, {}, restrict=st.restrict, extra=search)[s])
+                    rows = ev.predict(s, ev.overrides(xx, {}, restrict=st.restrict, extra=search)[s], st.rows)
                     memo[v] = float(np.mean(ev.errors(s, rows, only=st.rows)))
                 return memo[v]
 

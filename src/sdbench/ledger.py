@@ -27,6 +27,11 @@ from .errors import InternalError
 
 #: kinds of item in :attr:`Recording.items`
 OP, READS, CHARGES, MARK = "op", "reads", "charges", "mark"
+#: an item of :meth:`Recording.runs` only: ``n`` reads or writes of one size at consecutive addresses, each
+#: followed by the same charges (a file read or written a call at a time)
+RUN = "run"
+#: the fewest such requests :meth:`Recording.runs` puts into one RUN
+MIN_RUN = 4
 #: the run metadata's ledger keeps a row's entries down to this share of its time; the rest is one entry
 COMPACT_SHARE = 0.001
 #: the entry the smaller ones are summed into
@@ -163,6 +168,9 @@ class Recording:
         self._pre: dict[tuple[str, Price | None], list[float]] = {}
         self._reads: dict[tuple[int, Any], list[int]] = {}
         self._charges: dict[tuple[str, Price | None], list[float]] = {}
+        # runs() and end_of(): (the number of items they were made for, the items with runs folded, row label ->
+        # the index after its last mark)
+        self._runs: tuple[int, list[tuple[Any, ...]], dict[str, int] | None] | None = None
 
     # ---- what drivers and the layers above them report ---------------------------------
     def register(self, driver: Any) -> int:
@@ -251,12 +259,60 @@ class Recording:
     def repriceable(self) -> bool:
         return not self.reasons
 
+    def runs(self) -> list[tuple[Any, ...]]:
+        """:attr:`items` with each run of at least :data:`MIN_RUN` reads or writes of one driver and size at
+        consecutive addresses, each followed by the same charges, as one RUN item ``(RUN, driver, name, first
+        request's args, n, charges)`` (what a replay gets through; made once)."""
+        if self._runs is None or self._runs[0] != len(self.items):
+            self._runs = (len(self.items), _fold_runs(self.items), None)
+        return self._runs[1]
 
-def replay(rec: Recording, drivers: list[Any], clock: Any, price_ns: Callable[[Price], float]) -> dict[
-        str, list[int]]:
+    def end_of(self, labels: Any) -> int:
+        """How many items of :meth:`runs` a replay needs for the timed calls of rows ``labels``: up to the last
+        mark of any of them (a row's times depend on nothing recorded after its last call)."""
+        items = self.runs()
+        assert self._runs is not None
+        ends = self._runs[2]
+        if ends is None:
+            ends = {item[1]: i + 1 for i, item in enumerate(items) if item[0] == MARK}
+            self._runs = (self._runs[0], items, ends)
+        return max((ends.get(label, 0) for label in labels), default=0)
+
+
+def _fold_runs(items: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``items`` with runs of like requests folded (see :meth:`Recording.runs`)."""
+    out: list[tuple[Any, ...]] = []
+    i, end = 0, len(items)
+    while i < end:
+        item = items[i]
+        if item[0] == OP and item[2] in ("read", "write") and i + 1 < end and items[i + 1][0] == CHARGES:
+            d, name, args, charges = item[1], item[2], item[3], items[i + 1][1]
+            lba, count, rest = args[0], args[1], args[2:]
+            n, j = 1, i + 2
+            while j + 1 < end:
+                nxt, after = items[j], items[j + 1]
+                if nxt[0] != OP or nxt[1] != d or nxt[2] != name or nxt[3][0] != lba + n * count \
+                        or nxt[3][1:] != args[1:] or after[0] != CHARGES or after[1] != charges:
+                    break
+                n, j = n + 1, j + 2
+            if n >= MIN_RUN:
+                out.append((RUN, d, name, (lba, count, *rest), n, charges))
+                i = j
+                continue
+        out.append(item)
+        i += 1
+    return out
+
+
+def replay(rec: Recording, drivers: list[Any], clock: Any, price_ns: Callable[[Price], float],
+           until: int | None = None) -> dict[str, list[int]]:
     """Feed ``rec`` to ``drivers`` (a stack built from other profiles with a replaying recording, in the same
     order) on ``clock`` and re-price its charges with ``price_ns``; returns each row label's per-call times (ns),
-    in order."""
+    in order.  ``until``: replay only the first so many items of :meth:`Recording.runs` (:meth:`Recording.end_of`
+    the rows wanted).
+
+    A RUN item goes to its driver's ``replay_run(name, args, n, between)`` where it has one (``between``: the
+    charges after each request, in whole ns), else request by request."""
     if not rec.repriceable:
         raise InternalError(f"replay of a recording that cannot be re-priced ({rec.reasons[0]})")
     if len(drivers) != len(rec.drivers):
@@ -264,7 +320,18 @@ def replay(rec: Recording, drivers: list[Any], clock: Any, price_ns: Callable[[P
     samples: dict[str, list[int]] = {}
     started: dict[str, int] = {}
     advance = clock.advance_ns
-    for item in rec.items:
+    steps: dict[Price, int] = {}  # a price's charge in whole ns, priced once per replay
+
+    def step_of(ns: float, price: Price | None) -> int:
+        if price is None:
+            return int(ns + 0.5)
+        step = steps.get(price, -1)
+        if step < 0:
+            step = steps[price] = int(price_ns(price) + 0.5)
+        return step
+
+    items = rec.runs()
+    for item in items if until is None else items[:until]:
         kind = item[0]
         if kind == OP:
             drivers[item[1]].replay_op(item[2], item[3])
@@ -275,9 +342,22 @@ def replay(rec: Recording, drivers: list[Any], clock: Any, price_ns: Callable[[P
             for (category, price), (ns, n) in item[1].items():
                 # n charges of one price in one step: the clock rounds each charge to whole ns, so the same
                 # rounded step n times (nothing reads the clock between them)
-                step = int((ns if price is None else price_ns(price)) + 0.5)
+                step = step_of(ns, price)
                 if step:
                     advance(step * int(n), category)
+        elif kind == RUN:
+            _, d, name, args, n, charges = item
+            between = sum(step_of(ns, price) * int(k) for (_, price), (ns, k) in charges.items())
+            drv = drivers[d]
+            run = getattr(drv, "replay_run", None)
+            if run is not None:
+                run(name, args, n, between)
+            else:
+                lba, count, rest = args[0], args[1], args[2:]
+                for k in range(n):
+                    drv.replay_op(name, (lba + k * count, count, *rest))
+                    if between:
+                        advance(between, "other")
         else:
             label = item[1]
             t0 = started.pop(label, None)

@@ -46,19 +46,23 @@ def _pricer(drivers: list[Any]) -> Any:
     return price_ns
 
 
-def replayed_rows(member: Any, rec: Recording, central: tuple[Row, ...]) -> tuple[Row, ...]:
+def replayed_rows(member: Any, rec: Recording, central: tuple[Row, ...], labels: Any = None) -> tuple[Row, ...]:
     """The rows scenario ``member`` (a variant of the recorded scenario in profile fields only) would give, by
-    replaying ``rec``; ``central`` are the recorded run's rows (labels, ops, sizes).  SdbenchError when the
-    member's stack cannot be built (a profile value the model refuses)."""
+    replaying ``rec``; ``central`` are the recorded run's rows (labels, ops, sizes).  ``labels``: only these
+    rows (the replay stops after their last timed call).  SdbenchError when the member's stack cannot be built
+    (a profile value the model refuses)."""
     into = Recording(replaying=True)
     built = member.build(recording=into)
     try:
         drivers = into.drivers
-        samples = replay(rec, drivers, built.clock, _pricer(drivers))
+        samples = replay(rec, drivers, built.clock, _pricer(drivers),
+                         None if labels is None else rec.end_of(labels))
     finally:
         built.close()
     out = []
     for r in central:
+        if labels is not None and r.label not in labels:
+            continue
         got = samples.get(r.label)
         if not got or len(got) != r.runs:
             raise ReplayMismatch(f"row {r.label!r}: {len(got or ())} timed calls replayed of {r.runs}")

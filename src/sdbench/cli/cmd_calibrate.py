@@ -1,8 +1,9 @@
 """``sdbench calibrate``: fit card and host parameters to measurements and write profiles."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -25,6 +26,10 @@ def register(app: typer.Typer) -> None:
                                                    "src/sdbench/data. With --from: the card profile file to write "
                                                    "(CARD.toml)."),
         list_: bool = typer.Option(False, "--list", help="List fit groups and exit."),
+        workers: Optional[int] = typer.Option(None, "--workers", "-j", min=1, max=4096,
+                                              help="Fit groups in this many processes (default: one per CPU; "
+                                                   "one by one when -o is the data folder, where each group "
+                                                   "reads the profiles the groups before it wrote)."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
         from_: Optional[Path] = typer.Option(None, "--from",
                                              help="Calibrate a card from your own measurements: an ESP-IDF "
@@ -73,7 +78,8 @@ def register(app: typer.Typer) -> None:
             if value is not None:
                 raise SdbenchError(f"{flag} belongs to --from (calibrating a card from your measurements)")
         from .. import population
-        from ..calibrate import TARGETS, fit, groups, load_measurements, sd_cells, write_results
+        from .. import profiles
+        from ..calibrate import TARGETS, fit, fit_all, groups, load_measurements, sd_cells, write_results
         from ..output_files import check_output_dir
 
         if model_error:
@@ -93,10 +99,23 @@ def register(app: typer.Typer) -> None:
         # before the fits: a path that cannot take the profiles fails now, not after minutes of fitting
         check_output_dir(output_dir, "-o", tuple(sorted({folder for _, folder, _, _ in TARGETS.values()})))
         meas = load_measurements(data)
-        for name in group or list(gs):
+        names = group or list(gs)
+        n_workers = min(workers or os.cpu_count() or 1, len(names))
+        if output_dir.resolve() == profiles.DATA.resolve():
+            n_workers = 1  # each group reads the profiles the groups before it wrote
+        fitted: dict[str, Any] = {}
+        if n_workers > 1:
             if not quiet:
-                typer.echo(f"fitting {name} ...", err=True)
-            res = fit(name, meas, progress=progress)
+                typer.echo(f"fitting {len(names)} groups in {n_workers} processes ...", err=True)
+            done = None if quiet else (lambda name: typer.echo(f"fitted {name}", err=True))
+            fitted = dict(zip(names, fit_all(names, meas, n_workers, done)))
+        for name in names:
+            if name in fitted:
+                res = fitted[name]
+            else:
+                if not quiet:
+                    typer.echo(f"fitting {name} ...", err=True)
+                res = fit(name, meas, progress=progress)
             paths = write_results(res, output_dir)
             population.forget()  # with -o the data folder, the next group reads what this one wrote
             typer.echo(f"### {name}: {res.evaluations} simulations, cost {res.cost:.4g}")

@@ -221,6 +221,12 @@ class SdHostDriver(BlockDevice):
         rec = clock.recording
         self._rec = None if rec is None or rec.replaying else rec
         self._rec_id = rec.register(self) if rec is not None else -1
+        # a stack built to replay a recording: only its clock's time counts (the replay reads nothing else)
+        self._replaying = rec is not None and rec.replaying
+        # replay_op's times of requests that continue an open transfer (the streaming kinds), by what they depend
+        # on (this class's own paths only: a subclass may change a step)
+        self._continuing: dict[tuple[Any, ...], int] | None = {} if self._replaying \
+            and self.driver in STREAMING and type(self) is SdHostDriver else None
 
     # ---- time helpers -------------------------------------------------------------
     def _spend(self, ns: float, category: str, param: str | None = None) -> None:
@@ -236,12 +242,15 @@ class SdHostDriver(BlockDevice):
         total = sum(c for _, c in parts)
         if total:
             self._spend(self.host.cycles_ns(total), "host", "")
-            self.vclock.attribute(("sd.host." + f, self.host.cycles_ns(c)) for f, c in parts)
+            if not self._replaying:  # a replay reads the clock's time alone, not its ledger
+                self.vclock.attribute(("sd.host." + f, self.host.cycles_ns(c)) for f, c in parts)
 
     def _waited(self, t0: int, busy_ns: float, parts: Any, ticked: bool = False) -> None:
         """The ledger of a wait charged with ``param=""`` since ``t0``: the busy's ``parts`` ((key, ns) pairs
         that sum to ``busy_ns``; a single key for all of it), and the time past it: RTOS tick rounding when the
-        wait slept (``ticked``), polling otherwise."""
+        wait slept (``ticked``), polling otherwise.  (Nothing in a replay: it reads the clock's time alone.)"""
+        if self._replaying:
+            return
         total = self.vclock.now_ns() - t0
         if busy_ns > 0:
             if isinstance(parts, str):
@@ -250,6 +259,8 @@ class SdHostDriver(BlockDevice):
         self.vclock.attribute(((TICKS if ticked else POLLING, total - max(busy_ns, 0.0)),))
 
     def _event(self, t0: int, name: str, arg: int, nbytes: int = 0, repeat: int = 1) -> None:
+        if self._replaying and self.log is None:  # a replay reads the clock's time alone, not its counts
+            return
         self.vclock.count_command(name, repeat)
         self._log_only(t0, name, arg, nbytes, repeat)
 
@@ -344,6 +355,22 @@ class SdHostDriver(BlockDevice):
         byte = self.bus.poll_byte_ns()
         self._spend(math.ceil(ns / byte) * byte, "card", "")
         self._waited(t0, ns, parts)
+
+    def _repeated(self, n: int, step: Callable[[], None]) -> None:
+        """``step`` ``n`` times: the blocks of a transfer after its first, whose time depends on the profiles alone
+        (not on the clock or the card's state).  A replaying driver runs it once and moves its clock by the
+        other n - 1 times in one step: the same time (whole ns), without the ledger a replay does not read."""
+        if n <= 0:
+            return
+        if not self._replaying:
+            for _ in range(n):
+                step()
+            return
+        clock = self.vclock
+        t0 = clock.now_ns()
+        step()
+        if n > 1:
+            clock.advance_ns((clock.now_ns() - t0) * (n - 1), "other", "")
 
     def _data_cpu(self, nbytes: int, *, crc: bool = False, copy: bool = False) -> None:
         h = self.host
@@ -866,12 +893,15 @@ class SdHostDriver(BlockDevice):
             if stream:
                 self._stream = _Stream("read", lba, lba)
         first_key = "sd.card.read_block_gap_us" if name == "DATA" else "sd.card.read_access_us"
-        for i in range(count):
-            if i == 0:  # 0xFF until the start token
-                self._sf_poll(first_wait, first_key)
-            else:
-                self._sf_poll(self.card.read_block_gap_ns(), "sd.card.read_block_gap_us")
+        if count > 0:
+            self._sf_poll(first_wait, first_key)  # 0xFF until the start token
             self._sf_block(3)  # the token and the two CRC bytes are single-byte calls
+            gap = self.card.read_block_gap_ns()
+
+            def block() -> None:
+                self._sf_poll(gap, "sd.card.read_block_gap_us")
+                self._sf_block(3)
+            self._repeated(count - 1, block)
         if name == "DATA":
             self._log_only(t0, name, lba, count * SECTOR)
         else:
@@ -899,12 +929,20 @@ class SdHostDriver(BlockDevice):
             t0 = self._sf_command(name, lba)
             st = _Stream("write", lba, lba) if multi else None
             self._stream = st
-        for i in range(count):
+        if count > 0:
             if st is not None:  # writeData: waitReady for the previous block's busy first
-                left = (self._stream_left() if i == 0 else self.card.write_block_busy_ns(True)) if st.blocks else 0.0
-                self._sf_poll(left, "sd.card.write_busy_block_us", at_least=1)
+                self._sf_poll(self._stream_left() if st.blocks else 0.0, "sd.card.write_busy_block_us", at_least=1)
                 st.blocks += 1
             self._sf_block(4)  # token, two CRC bytes, data response
+            busy = self.card.write_block_busy_ns(True) if st is not None else 0.0
+
+            def block() -> None:
+                if st is not None:
+                    self._sf_poll(busy, "sd.card.write_busy_block_us", at_least=1)
+                self._sf_block(4)
+            self._repeated(count - 1, block)
+            if st is not None:
+                st.blocks += count - 1
         if st is not None:
             st.ready_ns = self.vclock.now_ns() + self.card.write_block_busy_ns(True)
         if name == "DATA":
@@ -999,12 +1037,18 @@ class SdHostDriver(BlockDevice):
         t0, name, multi, st = self._sdio_begin("read", lba, count, single)
         h = self.host
         gap = self.card.read_block_gap_ns()
-        for i in range(count):
-            if i == 0 and name != "DATA":
+        if count > 0:
+            if name != "DATA":
                 self._spend(self.card.read_access_ns(), "card", "sd.card.read_access_us")
             else:
-                self._spend(self._stream_left() if i == 0 else gap, "card", "sd.card.read_block_gap_us")
-            self._sdio_block(self.bus.read_block_ns() / h.read_clock_ratio)
+                self._spend(self._stream_left(), "card", "sd.card.read_block_gap_us")
+            bus_ns = self.bus.read_block_ns() / h.read_clock_ratio
+            self._sdio_block(bus_ns)
+
+            def block() -> None:
+                self._spend(gap, "card", "sd.card.read_block_gap_us")
+                self._sdio_block(bus_ns)
+            self._repeated(count - 1, block)
         if st is not None:
             st.ready_ns = self.vclock.now_ns() + gap
         if not self._sdio_end(t0, name, lba, count, st, multi) and h.busy_wait == "cmd13":
@@ -1021,11 +1065,17 @@ class SdHostDriver(BlockDevice):
 
     def _sdio_write_req(self, lba: int, count: int, *, single: bool = False) -> None:
         t0, name, multi, st = self._sdio_begin("write", lba, count, single)
-        for i in range(count):
-            if i or (st is not None and st.blocks):  # the previous block's busy, waited by the controller
-                left = self.card.write_block_busy_ns(True) if i else self._stream_left()
-                self._spend(left, "card", "sd.card.write_busy_block_us")
-            self._sdio_block(self.bus.write_block_ns())
+        if count > 0:
+            if st is not None and st.blocks:  # the previous block's busy, waited by the controller
+                self._spend(self._stream_left(), "card", "sd.card.write_busy_block_us")
+            bus_ns = self.bus.write_block_ns()
+            self._sdio_block(bus_ns)
+            busy = self.card.write_block_busy_ns(True)
+
+            def block() -> None:
+                self._spend(busy, "card", "sd.card.write_busy_block_us")
+                self._sdio_block(bus_ns)
+            self._repeated(count - 1, block)
         if st is not None:
             st.ready_ns = self.vclock.now_ns() + self.card.write_block_busy_ns(True)
         if not self._sdio_end(t0, name, lba, count, st, multi):
@@ -1109,6 +1159,9 @@ class SdHostDriver(BlockDevice):
 
     def replay_op(self, name: str, args: tuple[Any, ...]) -> None:
         """Time one recorded request (no data moves)."""
+        if self._continuing is not None and (name == "read" or name == "write") and self._replay_continuing(
+                name, args):
+            return
         if name == "read":
             lba, count, buf_addr, multi = args
             saved, self._multi = self._multi, multi
@@ -1119,6 +1172,106 @@ class SdHostDriver(BlockDevice):
         else:
             {"write": self._write_time, "erase": self._erase_cmds, "trim": self._trim_time, "sync": self._sync_time,
              "initialise": self._initialise_time}[name](*args)
+
+    def _replay_continuing(self, name: str, args: tuple[Any, ...]) -> bool:
+        """Replay a read or write that continues the open transfer (sdio, sdfat-spi: an SdFat file read or written
+        a call at a time) from the time such a request took before, when it depends on nothing else; False (nothing done)
+        for any other request.
+
+        Such a request takes the host's per-call time, what is left of the card's gap or busy since the
+        transfer's last block (``ready_ns`` less the clock), then its blocks, each a fixed time; it moves the
+        transfer on and sets ``ready_ns`` from the clock.  What is left is ``ready_ns - now`` in floating point:
+        exact (Sterbenz) while ``ready_ns`` is at most twice the clock, so within that bound its value at the
+        request's start, with the request's size and flags, fixes the request's time."""
+        key = self._continuing_key(name, args)
+        if key is None:
+            return False
+        lba, count, buf_addr, multi = args
+        kind, st, clock = key[0], self._stream, self.vclock
+        assert st is not None
+        now = clock.now_ns()
+        took = self._continuing.get(key)  # type: ignore[union-attr]
+        if took is None:
+            saved, self._multi = self._multi, multi
+            try:
+                if kind == "write":
+                    self._write_time(lba, count, buf_addr)
+                else:
+                    self._read_commands(lba, count, buf_addr)
+            finally:
+                self._multi = saved
+            self._continuing[key] = clock.now_ns() - now  # type: ignore[index]
+        else:
+            clock.advance_ns(took, "other", "")
+            st.next_lba, st.blocks = lba + count, st.blocks + count
+            st.ready_ns = clock.now_ns() + (self.card.write_block_busy_ns(True) if kind == "write"
+                                            else self.card.read_block_gap_ns())
+        if kind == "read" and self._boundaries:
+            self._boundary(lba, count)
+        return True
+
+    def _continuing_key(self, name: str, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """What the time of a replayed request that continues the open transfer depends on (see
+        :meth:`_replay_continuing`), or None for any other request."""
+        lba, count, buf_addr, multi = args
+        st = self._stream
+        kind = "write" if name == "write" else "read"
+        if st is None or st.kind != kind or st.next_lba != lba or count <= 0 or self.log is not None \
+                or (self.driver == "sdio" and buf_addr % self.host.dma_align_bytes):
+            return None  # (sdio: a buffer its DMA cannot take ends the transfer)
+        mode = self.host.keep_open
+        if not (mode == "all" or (mode == "writes" and kind == "write" and (count > 1 or multi))):
+            return None  # the request ends the transfer
+        now = self.vclock.now_ns()
+        if not 0 < st.ready_ns <= 2 * now:
+            return None
+        # nothing left (the card was ready when the request started) waits nothing, however long ago
+        return (kind, count, multi, st.blocks > 0, max(0.0, st.ready_ns - now))
+
+    def replay_run(self, name: str, args: tuple[Any, ...], n: int, between: int) -> None:
+        """Replay ``n`` requests ``name`` of one size at consecutive LBAs from ``args`` (sdbench.ledger.RUN), the
+        charges above the driver after each taking ``between`` ns.
+
+        Where two requests in a row continue the open transfer (sdio, sdfat-spi) from the same state (the same key of
+        :meth:`_continuing_key`), each one after them does too, and takes the same time: the request leaves
+        ``ready_ns`` = the clock + a fixed gap or busy, so the next starts with the same ``ready_ns - now``,
+        the fixed part rounded to the floating-point grid of ``ready_ns``'s binade.  The requests up to the
+        last whose ``ready_ns`` stays in that binade are then charged in one step, with the transfer moved on
+        as they would move it; past a binade's end the requests go one by one until the state repeats again.
+        A read over page or AU boundaries depends on where it lies: such reads go one by one."""
+        lba, count, rest = args[0], args[1], args[2:]
+        clock = self.vclock
+        foldable = self._continuing is not None and (name == "write" or not self._boundaries)
+        last_key: tuple[Any, ...] | None = None
+        last_start = 0
+        k = 0
+        while k < n:
+            a = (lba + k * count, count, *rest)
+            start = clock.now_ns()
+            key = self._continuing_key(name, a) if foldable else None
+            if key is not None and key == last_key:
+                st = self._stream
+                assert st is not None
+                period = start - last_start
+                gap = self.card.write_block_busy_ns(True) if name == "write" else self.card.read_block_gap_ns()
+                binade = math.frexp(st.ready_ns)[1]
+                m = n - k
+                if period > 0:
+                    m = min(m, max(0, int((2.0 ** binade - gap - (start - between)) // period) + 1))
+                while m > 0 and math.frexp((start + m * period - between) + gap)[1] != binade:
+                    m -= 1
+                if m > 0:
+                    clock.advance_ns(m * period, "other", "")
+                    st.next_lba, st.blocks = st.next_lba + m * count, st.blocks + m * count
+                    st.ready_ns = (clock.now_ns() - between) + gap
+                    k += m
+                    last_key = None
+                    continue
+            self.replay_op(name, a)
+            if between:
+                clock.advance_ns(between, "other", "")
+            last_key, last_start = key, start
+            k += 1
 
     def replay_reads(self, key: tuple[Any, ...], spans: list[int]) -> None:
         """Time the reads recorded under ``key`` (``spans``: LBA and count of each, flattened)."""
