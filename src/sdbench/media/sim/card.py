@@ -351,7 +351,7 @@ class CardModel:
             w_start = max(offset, au * p.au_bytes)
             w_end = min(offset + nbytes, (au + 1) * p.au_bytes)
             st = self._open.pop(au, None)
-            if st is not None and self._used_after(st, w_start, w_end) > p.update_block_bytes:
+            if st is not None and not self._fits(self._used_after(st, w_start, w_end)):
                 if w_start == st.end_offset:
                     # a stream runs past the end of the AU's update block: the merge programs the AU's new block
                     # with the stream's pages, and the AU closes
@@ -385,7 +385,7 @@ class CardModel:
                     cost += self._merge(victim, vst)
                 st = _AuState(pages=set())
             new_used = self._used_after(st, w_start, w_end)
-            if new_used > p.update_block_bytes:
+            if not self._fits(new_used):
                 cost += self._merge(au, st)
                 st = _AuState(pages=set())
                 new_used = w_end - w_start
@@ -401,17 +401,19 @@ class CardModel:
         return cost
 
     def _used_after(self, st: _AuState, w_start: int, w_end: int) -> int:
-        """The update block's fill after a write of [w_start, w_end) into it, rounded up to whole pages where the
-        block's space is counted (more than ``update_block_bytes``: the write does not fit)."""
+        """The update block's fill after a write of [w_start, w_end) into it (:meth:`_fits` says whether it fits)."""
         page = self.p.page_bytes
         if w_start == st.end_offset:
             # continues the previous write: the card's buffer fills the partly written page first
-            used = st.used_bytes + (w_end - w_start)
-        elif w_end - w_start < page:
-            used = st.used_bytes + max(w_end - w_start, self.p.small_write_unit_bytes)
-        else:
-            used = -(-st.used_bytes // page) * page + (w_end - w_start)
-        return used if -(-used // page) * page <= self.p.update_block_bytes else self.p.update_block_bytes + 1
+            return st.used_bytes + (w_end - w_start)
+        if w_end - w_start < page:
+            return st.used_bytes + max(w_end - w_start, self.p.small_write_unit_bytes)
+        return -(-st.used_bytes // page) * page + (w_end - w_start)
+
+    def _fits(self, used: int) -> bool:
+        """Whether an update block filled to ``used`` bytes, counted in whole pages, has room."""
+        page = self.p.page_bytes
+        return -(-used // page) * page <= self.p.update_block_bytes
 
     def _crosses_into(self, au: int, w_start: int) -> bool:
         """Whether a write at ``w_start`` continues the stream of the open AU before ``au`` across the boundary

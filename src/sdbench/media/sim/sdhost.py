@@ -1204,11 +1204,14 @@ class SdHostDriver(BlockDevice):
         else:
             clock.advance_ns(took, "other", "")
             st.next_lba, st.blocks = lba + count, st.blocks + count
-            st.ready_ns = clock.now_ns() + (self.card.write_block_busy_ns(True) if kind == "write"
-                                            else self.card.read_block_gap_ns())
+            st.ready_ns = clock.now_ns() + self._after_block_ns(kind)
         if kind == "read" and self._boundaries:
             self._boundary(lba, count)
         return True
+
+    def _after_block_ns(self, kind: str) -> float:
+        """The card's time after a block of an open transfer before the next: a write's busy, a read's gap."""
+        return self.card.write_block_busy_ns(True) if kind == "write" else self.card.read_block_gap_ns()
 
     def _continuing_key(self, name: str, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """What the time of a replayed request that continues the open transfer depends on (see
@@ -1253,7 +1256,7 @@ class SdHostDriver(BlockDevice):
                 st = self._stream
                 assert st is not None
                 period = start - last_start
-                gap = self.card.write_block_busy_ns(True) if name == "write" else self.card.read_block_gap_ns()
+                gap = self._after_block_ns(name)
                 binade = math.frexp(st.ready_ns)[1]
                 m = n - k
                 if period > 0:
