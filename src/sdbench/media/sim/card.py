@@ -525,9 +525,14 @@ class CardModel:
             if hi <= lo:
                 continue
             gone = range(lo, hi)
-            self._valid_pages(au).difference_update(gone)
-            if hi - lo == ppa and au in self._log:  # a whole AU discarded: its log entries are dropped
-                self._log_units -= self._log.pop(au)[0]
+            if hi - lo == ppa:
+                # a whole AU discarded: no valid page left (without filling a preconditioned AU's set to empty
+                # it: a trim of a whole card passes thousands of AUs), and its log entries are dropped
+                self._valid[au] = set()
+                if au in self._log:
+                    self._log_units -= self._log.pop(au)[0]
+            else:
+                self._valid_pages(au).difference_update(gone)
             st = self._open.get(au)
             if st is not None:
                 if hi - lo == ppa:
