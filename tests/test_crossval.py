@@ -15,7 +15,6 @@ from sdbench.protocols import run_scenario
 from sdbench.stack.cardpop import card_population
 from sdbench.stack.loaded import host_calibrated
 from sdbench.stack.sd import load_host
-from sdbench.validation import range_quantile
 
 P2 = "p2-spi25-350mhz-pny-16gb"
 
@@ -31,11 +30,58 @@ def _row(klass, kind, log_error, param_sd=0.0, host="h", card="c", by="as is", m
 def test_the_structural_error_is_what_the_parameters_spread_does_not_explain():
     rows = [_row("card", "read", e, 0.1) for e in (0.3, -0.3, 0.3, -0.3)] + [_row("card", "write", 0.05, 0.2)] * 3
     table = crossval.structural_sd(rows)
-    assert table["card"]["read"] == (pytest.approx(math.sqrt(0.09 - 0.01)), 4)
+    z = crossval.Z90
+    assert table["card"]["read"] == (pytest.approx(math.sqrt((0.3 / z) ** 2 - 0.01)), 4)
     assert table["card"]["write"] == (0.0, 3)          # the spread covers all of it
     assert "both" not in table                          # no rows: nothing claimed
     assert crossval.resolve(table, "both", "read") is None
     assert crossval.resolve(table, "neither", "read")[2] == "card"  # borrowed from the next less calibrated class
+
+
+def test_the_structural_error_brings_eighty_percent_of_its_rows_inside_whatever_the_tails():
+    """Ten rows: the ceil(0.8 * 11) = 9th smallest need sets σ, so one far-off row (a card 8x off) widens
+    nothing, and 9 of the 10 rows are inside their ranges; an RMS would have tripled σ for the other nine."""
+    errs = [0.01 * i for i in range(1, 10)] + [math.log(8.0)]
+    rows = [_row("both", "write", e * (-1) ** i, 0.02) for i, e in enumerate(errs)]
+    sd, n = crossval.structural_sd(rows)["both"]["write"]
+    assert n == 10 and sd == pytest.approx(math.sqrt((0.09 / crossval.Z90) ** 2 - 0.02 ** 2))
+    inside = [abs(r["log_error"]) <= crossval.Z90 * math.hypot(0.02, sd) * (1 + 1e-12) for r in rows]
+    assert sum(inside) == 9 and not inside[-1]
+    # up to eight rows: every one of them inside
+    few = rows[:4]
+    sd4, _ = crossval.structural_sd(few)["both"]["write"]
+    assert sd4 == pytest.approx(math.sqrt((0.04 / crossval.Z90) ** 2 - 0.02 ** 2))
+
+
+def test_a_less_calibrated_class_never_claims_a_smaller_error_than_a_more_calibrated_one():
+    """Four rows of an uncalibrated host that happen to fit claim no error of their own; they pool with the
+    calibrated stacks' rows instead.  A both-uncalibrated class that measured less than the card class pools with
+    it, weighted by rows; classes already in order keep what they measured."""
+    rows = [_row("neither", "write", e) for e in (0.2, -0.2, 0.2, -0.2)]
+    rows += [_row("host", "write", 0.01, 0.05)] * 4
+    rows += [_row("card", "write", e) for e in (0.5, -0.5)] * 3
+    rows += [_row("both", "write", e) for e in (0.3, -0.3)] * 6
+    rows += [_row("neither", "read", 0.1)] * 3 + [_row("both", "read", 0.4)] * 3
+    table = crossval.structural_sd(rows)
+    z = crossval.Z90
+    half = math.sqrt((0.2 / z) ** 2 / 2)
+    assert table["neither"]["write"] == (pytest.approx(half), 4)
+    assert table["host"]["write"] == (pytest.approx(half), 4)   # not 0: pooled with neither
+    pooled = math.sqrt((6 * (0.5 / z) ** 2 + 12 * (0.3 / z) ** 2) / 18)
+    assert table["card"]["write"] == (pytest.approx(pooled), 6)
+    assert table["both"]["write"] == (pytest.approx(pooled), 12)
+    assert table["neither"]["read"][0] == pytest.approx(0.1 / z) and table["both"]["read"][0] == pytest.approx(0.4 / z)
+
+
+def test_ordered_variances_is_the_least_squares_fit_that_keeps_the_order():
+    var = {"neither": 0.04, "host": 0.01, "card": 0.1, "both": 0.05}
+    count = {"neither": 10, "host": 10, "card": 10, "both": 30}
+    got = crossval.ordered_variances(var, count)
+    assert got == pytest.approx({"neither": 0.025, "host": 0.025, "card": 0.0625, "both": 0.0625})
+    # already in order: unchanged; one class alone: itself
+    assert crossval.ordered_variances({"neither": 0.01, "both": 0.2}, {"neither": 3, "both": 5}) == \
+        {"neither": 0.01, "both": 0.2}
+    assert crossval.ordered_variances({"card": 0.3}, {"card": 4}) == {"card": 0.3}
 
 
 def test_coverage_takes_each_groups_sigma_from_the_other_groups_only():
@@ -82,7 +128,7 @@ def test_the_shipped_ranges_carry_their_classs_structural_error():
     for kind in population.ERROR_KINDS:
         t = doc["class"][src[kind]] if src[kind] != "neither" else doc
         assert sd[kind] == t[f"log_rel_sd_{kind}"]
-        assert z[kind] == pytest.approx(range_quantile(t[f"rows_{kind}"]), abs=1e-4)
+        assert z[kind] == pytest.approx(t[f"z_{kind}"], abs=1e-4) == pytest.approx(population.Z90, abs=1e-4)
     bare = run_scenario(scen.load(P2, ['sd.card="generic-sdhc"', "p2.runs=2"]), ranges=True, structural=False)
     for a, b in zip(rec.rows, bare.rows):
         if b.time_ms_range is not None:

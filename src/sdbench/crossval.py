@@ -14,11 +14,15 @@ population, and its error is larger.  This module measures that error the way a 
 
 Every such row falls in a **class** by what is uncalibrated in the stack it was predicted with: ``neither``,
 ``card`` (the card is the population), ``host`` (no host field fitted) or ``both``.  Per class and kind of row
-(read, write), the structural error is the part of the log errors their parameter ranges do not explain:
-σ² = max(0, mean(log² (predicted / measured)) − mean(s²)), s being each prediction's parameter spread as a
-σ (its 10–90 % band over 2 × 1.28).  `sdbench calibrate --model-error` records it (model-error.toml) and every
-simulated range adds the σ of its class in quadrature (:func:`sdbench.population.widen`), at the Student-t 90th
-percentile for the class's number of rows.  The coverage reported here takes each group's σ from the other
+(read, write), the structural error is the part of the log errors their parameter ranges do not explain, as
+much as a 10–90 % range needs: the smallest σ with which ±1.28 √(s² + σ²) holds ⌈0.8 (n + 1)⌉ of the class's n
+log errors, s being each prediction's parameter spread as a σ (its 10–90 % band over 2 × 1.28).  That order
+statistic is split conformal prediction's: a new row drawn like the class's rows falls inside its range with
+probability at least 80 %, whatever the errors' distribution (one far-off row widens no one's range but its
+own class's last 20 %).  The classes are then held in order (:func:`ordered_variances`): a stack with more
+uncalibrated cannot claim a smaller error than one with less.  `sdbench calibrate --model-error` records it
+(model-error.toml) and every simulated range adds ±1.28 σ of its class in quadrature
+(:func:`sdbench.population.widen`).  The coverage reported here takes each group's σ from the other
 groups' rows only (leave one group out), so it is what a new host or card can expect.
 
 What is not refitted: a held-out host's rows also helped fit the cards that ran on it and on other hosts too,
@@ -45,7 +49,7 @@ from .records import Row
 from .stack.cardpop import card_population
 from .stack.loaded import host_calibrated, is_fitted
 from .stack.sd import load_card, load_host
-from .validation import FACTOR, compare_row, fitted_rows, range_quantile, row_group, TRAIN_PREDICTION
+from .validation import FACTOR, compare_row, fitted_rows, row_group, TRAIN_PREDICTION
 
 #: what is uncalibrated in a prediction's stack
 CLASSES = ("neither", "card", "host", "both")
@@ -208,22 +212,75 @@ def unmodelled_rows() -> dict[tuple[str, str], str]:
     return out
 
 
+#: the classes a class's structural error may not be smaller than (its stack is at least as calibrated)
+MORE_CALIBRATED = {"neither": (), "card": ("neither",), "host": ("neither",), "both": ("neither", "card", "host")}
+
+
+#: the share of a class's rows a structural σ must bring inside their ranges: what a 10–90 % range claims
+COVERAGE = 0.8
+
+
 def structural_sd(rows: list[dict[str, Any]]) -> dict[str, dict[str, tuple[float, int]]]:
     """Class -> kind -> (σ of the structural error, rows it comes from), for each class and kind with at least
-    :data:`MIN_ROWS` compared rows (see the module's docstring); rows that await a mechanism
-    (:func:`unmodelled_rows`) are left out."""
+    :data:`MIN_ROWS` compared rows (:func:`conformal_sd`); rows that await a mechanism (:func:`unmodelled_rows`)
+    are left out.  Per kind, the classes' variances are held in the order of what is calibrated
+    (:func:`ordered_variances`)."""
     out: dict[str, dict[str, tuple[float, int]]] = {}
     awaiting = unmodelled_rows()
-    for k in CLASSES:
-        for kind in ("read", "write"):
+    for kind in ("read", "write"):
+        var: dict[str, float] = {}
+        count: dict[str, int] = {}
+        for k in CLASSES:
             mine = [r for r in rows if r["klass"] == k and r["kind"] == kind and r["log_error"] is not None
                     and (r["scenario"], r["row"]) not in awaiting]
             if len(mine) < MIN_ROWS:
                 continue
-            e2 = statistics.fmean(r["log_error"] ** 2 for r in mine)
-            s2 = statistics.fmean(r["param_sd"] ** 2 for r in mine)
-            out.setdefault(k, {})[kind] = (math.sqrt(max(0.0, e2 - s2)), len(mine))
+            var[k], count[k] = conformal_sd(mine) ** 2, len(mine)
+        for k, v in ordered_variances(var, count).items():
+            out.setdefault(k, {})[kind] = (math.sqrt(v), count[k])
     return out
+
+
+def conformal_sd(rows: list[dict[str, Any]]) -> float:
+    """The smallest σ that brings ⌈:data:`COVERAGE` (n + 1)⌉ of the n ``rows`` (all, up to eight rows) inside
+    ±Z90 √(param_sd² + σ²) of their log error: each row needs σ² = (log_error / Z90)² − param_sd² (0 when its
+    parameters' spread covers it), and σ² is that order statistic of the needs."""
+    needs = sorted(max(0.0, (r["log_error"] / Z90) ** 2 - r["param_sd"] ** 2) for r in rows)
+    k = min(len(needs), math.ceil(COVERAGE * (len(needs) + 1)))
+    return math.sqrt(needs[k - 1])
+
+
+def _partitions(items: list[str]) -> Iterable[list[list[str]]]:
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for p in _partitions(rest):
+        for i in range(len(p)):
+            yield p[:i] + [[first, *p[i]]] + p[i + 1:]
+        yield [[first], *p]
+
+
+def ordered_variances(var: dict[str, float], count: dict[str, int]) -> dict[str, float]:
+    """The classes' variances, weighted by their rows, brought into the order of :data:`MORE_CALIBRATED` by
+    least squares (isotonic regression): where a less calibrated class measured a smaller error than a more
+    calibrated one (few rows, other setups), the two share their pooled variance.  Small samples otherwise
+    claim, say, no structural error for an uncalibrated host because its four rows happened to fit.  With four
+    classes every grouping is tried: the ordered solution is the best grouping whose pooled values keep the
+    order."""
+    classes = list(var)
+    best: tuple[float, dict[str, float]] | None = None
+    for groups in _partitions(classes):
+        fit: dict[str, float] = {}
+        for g in groups:
+            pooled = sum(count[k] * var[k] for k in g) / sum(count[k] for k in g)
+            fit.update(dict.fromkeys(g, pooled))
+        if any(fit[lo] > fit[k] * (1 + 1e-12) for k in classes for lo in MORE_CALIBRATED[k] if lo in fit):
+            continue
+        loss = sum(count[k] * (fit[k] - var[k]) ** 2 for k in classes)
+        if best is None or loss < best[0] * (1 - 1e-12):
+            best = (loss, fit)
+    return {} if best is None else {k: best[1][k] for k in classes}
 
 
 def resolve(table: dict[str, dict[str, tuple[float, int]]], k: str, kind: str) -> tuple[float, int, str] | None:
@@ -239,14 +296,14 @@ def resolve(table: dict[str, dict[str, tuple[float, int]]], k: str, kind: str) -
     return None
 
 
-def widened(row: dict[str, Any], sd: float, n: int) -> list[float] | None:
-    """A row's parameter range (in its unit) widened by ``sd`` at the t quantile of ``n`` rows, as the shipped
-    ranges are (:func:`sdbench.population.widen`), or None without a prediction."""
+def widened(row: dict[str, Any], sd: float) -> list[float] | None:
+    """A row's parameter range (in its unit) widened by ±Z90 ``sd`` in quadrature, as the shipped ranges are
+    (:func:`sdbench.population.widen`), or None without a prediction."""
     pred = row["predicted"]
     if pred is None or pred <= 0:
         return None
     lo, hi = row["range"] if row["range"] is not None else (pred, pred)
-    m = range_quantile(n) * sd
+    m = Z90 * sd
     d_lo = math.log(pred / lo) if lo > 0 else math.inf
     d_hi = math.log(hi / pred) if hi > 0 else 0.0
     return [pred * math.exp(-math.hypot(d_lo, m)), pred * math.exp(math.hypot(d_hi, m))]
@@ -267,7 +324,7 @@ def evaluate(rows: list[dict[str, Any]], by: str) -> dict[str, Any]:
         table = structural_sd([r for r in rows if r[by] != g])
         for r in grs:
             got = resolve(table, r["klass"], r["kind"])
-            full = widened(r, got[0], got[1]) if got is not None else r["range"]
+            full = widened(r, got[0]) if got is not None else r["range"]
             r["full_range"] = full
             r["full_inside"] = None if full is None or r["measured"] is None else full[0] <= r["measured"] <= full[1]
         per_group.append({"group": g, **_stats(grs)})
@@ -310,15 +367,16 @@ def structural_toml(res: dict[str, Any]) -> str:
              "# cross-validation (sdbench.crossval): train rows predicted with their host or their card left out, and",
              "# the train rows no fit group uses, each in the class of what was uncalibrated in its stack (neither,",
              "# card, host, both).  Per class and kind of row: σ of log(predicted / measured) beyond the parameters'",
-             "# spread, the rows it comes from, and z, the Student-t 90th percentile for that many rows: every",
-             "# simulated range adds z σ of its stack's class in quadrature on each side (sdbench.population.widen).",
-             "# The top level is the class neither; a class without rows of a kind borrows the next less calibrated",
-             "# class's (card -> both -> host)."]
+             "# spread, the smallest that brings ceil(0.8 (n + 1)) of the class's n rows inside their ranges (split",
+             "# conformal), the classes held in order (a less calibrated one never below a more calibrated one); the",
+             "# rows it comes from; z, the multiple of σ every simulated range adds in quadrature on each side",
+             "# (sdbench.population.widen).  The top level is the class neither; a class without rows of a kind",
+             "# borrows the next less calibrated class's (card -> both -> host)."]
 
     def block(k: str) -> list[str]:
         out = []
         for kind, (sd, n) in sorted(table.get(k, {}).items()):
-            out += [f"log_rel_sd_{kind} = {sd:.4f}", f"rows_{kind} = {n}", f"z_{kind} = {range_quantile(n):.4f}"]
+            out += [f"log_rel_sd_{kind} = {sd:.4f}", f"rows_{kind} = {n}", f"z_{kind} = {Z90:.4f}"]
         return out
 
     lines += block("neither") + [""]

@@ -38,13 +38,13 @@ same scenario and seed give the same ranges.
 
 **Model error.**  Parameters are not the only uncertainty: a mechanism the
 model lacks or gets wrong shows as the error of predictions on rows no fit
-used.  ``sdbench calibrate`` measures it on the train rows no fit group uses
-(the root mean square of log(predicted / measured), for reads and for writes
-apart: writes meet the card's internal work, which the model knows least) and
-writes it to ``data/model-error.toml``; :func:`widen` adds it to every simulated row's
-range in quadrature with the parameters' spread, on each side, in log space, at
-the Student-t 90th percentile for the number of rows σ came from (a σ from four
-rows is itself uncertain, so its 10–90 % band is ±1.53 σ rather than ±1.28 σ).
+used.  ``sdbench calibrate --model-error`` measures it by cross-validation, per
+class of what is uncalibrated in a stack and for reads and writes apart
+(writes meet the card's internal work, which the model knows least): σ of
+log(predicted / measured), as much as brings 80 % of those rows inside their
+ranges (:func:`sdbench.crossval.conformal_sd`).  It is written to
+``data/model-error.toml``; :func:`widen` adds ±1.28 σ to every simulated row's
+range in quadrature with the parameters' spread, on each side, in log space.
 A simulated row with nothing else to vary gets the model error alone.
 """
 from __future__ import annotations
@@ -460,8 +460,8 @@ def model_error() -> dict[str, float]:
 
 
 def model_error_z() -> dict[str, float]:
-    """Per kind of row, the multiple of its model error σ a range spans on each side: the Student-t 90th
-    percentile for the number of rows σ was measured from (:func:`sdbench.validation.range_quantile`)."""
+    """Per kind of row, the multiple of its model error σ a range spans on each side (as recorded: the normal
+    90th percentile, σ being measured for a 10–90 % range: :func:`sdbench.crossval.conformal_sd`)."""
     return structural_error("neither")[1]
 
 

@@ -213,15 +213,3 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     s["withheld_predicted"] = sum(1 for r in rows if r["split"] == "withheld" and r["predicted"] is not None)
     return s
 
-
-# ---- the structural error's quantile ---------------------------------------------------------------------
-
-def range_quantile(n: int) -> float:
-    """The multiple of a model error σ measured from ``n`` rows that a 10–90 % range spans on each side.
-
-    σ is a root mean square over few rows, so it is itself uncertain: if the log errors are normal around 0, a
-    new row's error over σ follows Student's t with ``n`` degrees of freedom, whose 90th percentile (1.53 for
-    4 rows, 1.44 for 6) is wider than the normal's 1.28 that a known σ would give."""
-    from scipy.special import stdtrit
-
-    return float(stdtrit(n, 0.9))

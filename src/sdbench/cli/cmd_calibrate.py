@@ -142,7 +142,7 @@ def _model_error(group: list[str] | None, data: Path | None, list_: bool, output
     from ..output_files import check_output_dir, check_writable_output, write_atomically
     from ..population import MODEL_ERROR_FILE
     from ..crossval import CLASS_TITLES, cross_validate, structural_toml
-    from ..validation import range_quantile
+    from ..population import Z90
 
     if group or list_:
         raise SdbenchError("--model-error takes no fit groups and no --list")
@@ -159,7 +159,7 @@ def _model_error(group: list[str] | None, data: Path | None, list_: bool, output
     for k, kinds in res["structural"].items():
         for kind, (sd, n) in sorted(kinds.items()):
             typer.echo(f"{CLASS_TITLES[k]}: {kind}s σ {sd * 100:.1f} % (log) over {n} rows; ranges span "
-                       f"±{range_quantile(n):.2f} σ")
+                       f"±{Z90:.2f} σ")
     for by in ("host", "card"):
         o = res[by]["overall"]
         cov = "n/a" if o["coverage"] is None else f"{o['coverage'] * 100:.0f} %"
