@@ -119,3 +119,35 @@ def test_a_price_is_its_field_in_its_unit():
     assert Price("sd.host", "fs_call_cycles", 3).ns(Host()) == pytest.approx(15000.0)
     assert Price("sd.host", "cpu_hz", 400).ns(Host()) == pytest.approx(2000.0)
     assert Price("sd.host", "poll_yield_after_us").ns(Host()) == pytest.approx(2500.0)
+
+
+PI = "pidramble-4b-sandisk-ultra-16gb"
+#: jobs of a set size: the same requests whatever the profiles
+SIZED_JOBS = ["fio.jobs=[{name='dd', rw='write', bs=524288, offset=1073741824, size=8388608}, "
+              "{name='rand', rw='randread', bs=4096, offset=2147483648, size=1048576}]"]
+
+
+def test_a_fio_job_of_a_set_size_is_repriced_like_a_run():
+    sc = scen.load(PI, SIZED_JOBS)
+    assert protocols.protocol("fio").paced(sc) == ""
+    rec = Recording()
+    central = protocols._run_once(sc, recording=rec).rows
+    assert rec.repriceable and check_replay(sc, rec, central) == ""
+    other = scen.load(PI, SIZED_JOBS + ["sd.card_params.write_busy_block_us=100", "sd.card_params.read_access_us=900"])
+    priced, ran = replayed_rows(other, rec, central), protocols._run_once(other).rows
+    assert [r.label for r in priced] == [r.label for r in ran] == ["dd write", "rand read"]
+    for a, b, c in zip(priced, ran, central):
+        assert a.time_ms == pytest.approx(b.time_ms, rel=TOLERANCE) and a.bytes == b.bytes
+        assert abs(a.time_ms / c.time_ms - 1) > 0.05  # the fields moved the figure: the check could fail
+    info = protocols.run_scenario(sc, ranges=True).metadata["range"]
+    assert info["pricing"] == {"re-priced": info["members"], "re-run": 0}
+
+
+@pytest.mark.parametrize("job, why", [
+    ("{name='t', rw='randread', bs=4096, size=1048576, runtime_s=1.0}", "runs for a time"),
+    ("{name='r', rw='write', bs=4096, size=1048576, rate_iops=[0, 100, 0]}", "is paced"),
+    ("{name='l', rw='read', bs=4096, size=1048576, loops=2}", "several loops"),
+])
+def test_fio_jobs_whose_requests_follow_the_clock_run_their_members_again(job, why):
+    assert why in protocols.protocol("fio").paced(scen.load(PI, [f"fio.jobs=[{job}]"]))
+    assert "preset 'cdm'" in protocols.protocol("fio").paced(scen.load("usb2-reader-generic-sdhc"))

@@ -135,6 +135,24 @@ def run(sc: Any, built: Any, ctx: Context) -> Iterator[Row]:
     yield from rec.rows
 
 
+def paced(sc: Any) -> str:
+    """Why the scenario's requests could follow the clock ("" when they cannot): then a recorded run cannot be
+    re-priced (sdbench.ledger) and the members of a range run again.  A job of the jobs preset that moves a
+    set amount (no runtime, ramp, rate, think time, flow, latency target or steady state), once (one loop,
+    no clones, reported alone) issues the same requests whatever the profiles, and its row's one sample is
+    the time from its first I/O to its last (marked by the block engine)."""
+    cfg = _cfg(sc)
+    if cfg.preset != "jobs":
+        return f"fio preset {cfg.preset!r}: its tests may run for a time"
+    for j in cfg.jobs:
+        why = fiomod.timing_dependent(j)
+        if why:
+            return f"fio job {j.name}: {why}"
+    if len({j.name for j in cfg.jobs}) < len(cfg.jobs):
+        return "fio jobs share a name: their rows cannot be told apart in a recording"
+    return ""
+
+
 def timed_calls(sc: Any) -> int:
     """Steps of the progress bar: one per job or preset test."""
     cfg = _cfg(sc)

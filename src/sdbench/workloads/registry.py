@@ -206,7 +206,7 @@ _BUILTIN = (
         frozenset({"sim", "memory", "image", "device", "dir"}), frozenset({"block"}),
         run=fioprotocol.run, timed_calls=fioprotocol.timed_calls, preflight=fioprotocol.preflight,
         load_options=fioprotocol.load_options,
-        paced=lambda sc: "fio jobs may run for a time and time each I/O themselves"),
+        paced=fioprotocol.paced),
     ProtocolSpec(
         "sdfat-bench", "SdFat bench example: write and read passes of a FAT file in BUF_SIZE calls "
                        "(KB/s, max/min/avg latency per call)", sdfatbench.TABLE, sdfatbench.SdFatBenchConfig,

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 # Three private names stay reachable here as they were before the split:
 # _fill_random (used by the stream workload), _Engine and _update_py (tests).
-from .blockengine import BlockEngine, block_run_id
+from .blockengine import BlockEngine, block_run_id, timing_dependent
 from .blockport import BlockPort, clock_fields, open_block_port
 from .engine import _Engine, run_job
 from .fiofile import FioJob, FioRun, load_fio_file, load_job_file, parse_argv, parse_fio_ini, read_run
@@ -74,5 +74,6 @@ __all__ = [
     "clock_fields", "crc32c", "crc32c_rows", "dir_file_name", "job_from_mapping", "job_rows", "lay_out_file",
     "load_fio_file", "load_job_file", "op_summary", "open_block_port", "parse_argv", "parse_fio_ini", "parse_size",
     "read_run",
-    "run_a1", "run_cdm", "run_fio", "run_job", "run_jobs", "run_sdfat", "sdfat_pattern", "stamp_block", "verify_failures",
+    "run_a1", "run_cdm", "run_fio", "run_job", "run_jobs", "run_sdfat", "sdfat_pattern", "stamp_block", "timing_dependent",
+    "verify_failures",
 ]

@@ -39,6 +39,30 @@ from .verify import Backlog, ReadCheck, check_blocks, dump_blocks, verify_mode, 
 _PROGRESS_EVERY_S = 0.1
 
 
+#: the rows a job can give, by the kind of I/O: a recording marks each around the job (see run_loop)
+ROW_KINDS = ("read", "write", "trim")
+
+
+def timing_dependent(job: JobConfig) -> str:
+    """Why ``job``'s requests, or what its rows measure, could depend on the clock ("" when they cannot): a
+    run for a time, a ramp, a rate, think time, flow, a latency target or steady state decides what comes next by
+    the time; several loops, clones or a reporting group give rows that are not one span from a first I/O to a
+    last."""
+    if job.runtime_s > 0 or job.time_based:
+        return "runs for a time"
+    if job.ramp_time_s > 0 or job.ramp_size_bytes > 0:
+        return "has a ramp"
+    if job.startdelay_s > 0 or job.startdelay_max_s > 0:
+        return "starts after a delay"
+    if Pacer(job, lambda: 0, lambda t: None).enabled or job.flow:
+        return "is paced (rate, think time or flow)"
+    if Monitor(job, 0).active:
+        return "has a latency target or steady state"
+    if job.loops > 1 or job.numjobs > 1 or job.group_reporting:
+        return "runs several loops or clones"
+    return ""
+
+
 def block_run_id(dev: BlockDevice, job: JobConfig) -> int:
     """The id that tells this job's blocks from stale ones: repeatable on a virtual clock, random otherwise."""
     if dev.clock.simulated:
@@ -153,6 +177,12 @@ class BlockEngine:
         p = self.pass_io(loop)
         total = min(io_amount(job, p, self.plan.pass_ios if nwin > 1 else 0), ios_left)
         start = self.now()
+        # a recording for re-pricing (sdbench.ledger) marks the job's span as one timed call of each row it can
+        # give (fioprotocol.paced says when that span is the row's one sample)
+        rec = getattr(dev.clock, "recording", None)
+        marks = tuple(f"{label} {kind}" for kind in ROW_KINDS) if rec is not None else ()
+        for m in marks:
+            rec.mark(m)
         deadline = timer.begin(start)
         ls = JobStats(start, bw_ms=job.bwavgtime_ms, iops_ms=job.iopsavgtime_ms, keep_logs=stats.logs is not None)
         ls.measure_from = max(stats.measure_from, start) if stats.measure_from > stats.start_ns else start
@@ -178,6 +208,8 @@ class BlockEngine:
         if job.writes and job.fsync_on_end:
             dev.sync()   # the device's fdatasync: a cache writes its dirty blocks, a bridge drains
         stop = self.now()
+        for m in marks:
+            rec.mark(m)
         if progress is not None:
             progress(label, 1.0)
         ls.stop_ns = stop
