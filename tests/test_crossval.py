@@ -111,6 +111,13 @@ def test_holding_a_host_out_puts_its_fitted_fields_back_and_its_cards_to_the_pop
     assert {p.by for p in plans} >= {"host", "card", "as is"}
 
 
+def test_plans_run_in_processes_give_the_rows_one_process_gives():
+    meas = [m for m in load_measurements() if m.scenario == P2]
+    ps = crossval.plans(meas)
+    assert len(ps) >= 2
+    assert crossval.run_plans(ps, workers=2) == crossval.run_plans(ps)
+
+
 def test_a_stack_is_classed_by_what_is_uncalibrated_in_it():
     assert population.plan(scen.load(P2), simulated=True).structural_class == "neither"
     assert population.plan(scen.load(P2, ['sd.card="generic-sdhc"']), simulated=True).structural_class == "card"

@@ -72,6 +72,15 @@ def test_validate_rows_groups_two_scenarios():
     assert all(r["measured"] is None and r["error"] is None for r in rows if r["group"] == v.WITHHELD_PREDICTION)
 
 
+def test_validate_rows_in_processes_gives_the_same_rows_in_the_same_order():
+    meas = load_measurements()
+    one, _ = v.validate_rows(meas, [V30, BLUE250], ranges=False)
+    two, _ = v.validate_rows(meas, [BLUE250, V30], ranges=False, workers=2)
+    order = {V30: 1, BLUE250: 0}
+    assert sorted(one, key=lambda r: order[r["scenario"]]) == two
+    assert [r["scenario"] for r in two][0] == BLUE250   # as asked, whichever finished first
+
+
 # ---- statistics --------------------------------------------------------------------------------------------
 
 def test_group_statistics_on_constructed_rows():
@@ -136,7 +145,7 @@ def _with_ranges(monkeypatch):
 def test_json_carries_groups_ranges_and_inside(tmp_path, capsys, monkeypatch):
     _with_ranges(monkeypatch)
     out = tmp_path / "v.json"
-    assert main(["validate", V30, BLUE250, "--json", str(out), "-q"]) == 0
+    assert main(["validate", V30, BLUE250, "--json", str(out), "-q", "-j", "1"]) == 0  # in this process: patched
     text = capsys.readouterr().out
     assert "| group |" in text and "fitted (train rows a fit group uses): " in text
     assert "withheld predictions (no measured value here): 3 rows" in text

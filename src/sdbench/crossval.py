@@ -44,7 +44,7 @@ from .errors import SdbenchError
 from .media.sim.esp_flash import load_esp_flash_host
 from .media.sim.nor import load_chip_profile
 from .population import Z90, error_kind
-from .protocols import run_scenario
+from .protocols import run_scenario, run_scenarios
 from .records import Row
 from .stack.cardpop import card_population
 from .stack.loaded import host_calibrated, is_fitted
@@ -167,18 +167,38 @@ def plans(meas: list[Measurement], by: Iterable[str] = BY) -> list[Plan]:
     return out
 
 
-def run_plans(plans_: list[Plan], progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+def run_plans(plans_: list[Plan], progress: Callable[[str], None] | None = None,
+              workers: int = 1) -> list[dict[str, Any]]:
     """Run every plan (ranges from the parameters' spread only: the structural error is what is measured) and
-    compare; each row also carries ``by``, ``group``, ``class``, ``kind``, ``log_error`` and ``param_sd``."""
-    out: list[dict[str, Any]] = []
-    for i, p in enumerate(plans_, start=1):
-        what = p.scenario if p.by == "as is" else f"{p.by} {getattr(p, p.by)} held out: {p.scenario}"
+    compare; each row also carries ``by``, ``group``, ``class``, ``kind``, ``log_error`` and ``param_sd``.
+    ``workers``: the plans run side by side in that many processes (the rows do not depend on it)."""
+    def what(p: Plan) -> str:
+        return p.scenario if p.by == "as is" else f"{p.by} {getattr(p, p.by)} held out: {p.scenario}"
+
+    scs = [scen.load(p.scenario, list(p.overrides)) for p in plans_]
+    finished = 0
+
+    def done(i: int, res: Any) -> None:
+        nonlocal finished
+        finished += 1
         if progress:
-            progress(f"[{i}/{len(plans_)}] {what}")
-        try:
-            rec = run_scenario(scen.load(p.scenario, list(p.overrides)), ranges=True, structural=False)
-        except SdbenchError as e:
-            raise SdbenchError(f"cross-validation, {what}: does not run: {e}") from None
+            progress(f"[{finished}/{len(plans_)}] {what(plans_[i])}")
+    if workers > 1 and len(scs) > 1:
+        records = run_scenarios(scs, workers=workers, ranges=True, structural=False, done=done)
+    else:
+        records = []
+        for i, sc in enumerate(scs):
+            try:
+                records.append(run_scenario(sc, ranges=True, structural=False))
+            except SdbenchError as e:
+                records.append(e)
+            done(i, records[-1])
+            if isinstance(records[-1], SdbenchError):
+                break
+    out: list[dict[str, Any]] = []
+    for p, rec in zip(plans_, records):
+        if isinstance(rec, BaseException):
+            raise SdbenchError(f"cross-validation, {what(p)}: does not run: {rec}") from None
         got: dict[str, Row] = {r.label: r for r in rec.rows}
         for m in p.rows:
             row = compare_row(m, got.get(m.row), f"cross-validated ({p.by})" if p.by != "as is" else TRAIN_PREDICTION)
@@ -349,10 +369,12 @@ def _stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def cross_validate(meas: list[Measurement], progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Every cross-validation prediction of ``meas``' train rows (:func:`plans`, :func:`run_plans`), the
-    structural error per class and kind they give, and the views by host and by card (:func:`evaluate`)."""
-    rows = run_plans(plans(meas), progress)
+def cross_validate(meas: list[Measurement], progress: Callable[[str], None] | None = None,
+                   workers: int = 1) -> dict[str, Any]:
+    """Every cross-validation prediction of ``meas``' train rows (:func:`plans`, :func:`run_plans` in
+    ``workers`` processes), the structural error per class and kind they give, and the views by host and by
+    card (:func:`evaluate`)."""
+    rows = run_plans(plans(meas), progress, workers)
     return {"rows": rows, "structural": structural_sd(rows), "host": evaluate(rows, "host"),
             "card": evaluate(rows, "card")}
 

@@ -85,14 +85,15 @@ def _ranges_may_run_in_full(sc: Scenario) -> bool:
         return False
 
 
-def run_scenarios(scs: list[Scenario], *, workers: int, ranges: bool = False,
+def run_scenarios(scs: list[Scenario], *, workers: int, ranges: bool = False, structural: bool = True,
                   done: Callable[[int, Any], None] | None = None) -> list[Any]:
     """Run simulated scenarios side by side in ``workers`` processes; each record depends only on its scenario
     and seed, never on the worker.  Returns, in the order given, each RunRecord or the SdbenchError that
-    refused or failed it; ``done(index, result)`` as each finishes."""
+    refused or failed it; ``done(index, result)`` as each finishes.  ``ranges``, ``structural``: as for
+    :func:`run_scenario`."""
     # spare workers (more than scenarios) take the scenarios' range runs
     inner = max(1, workers // max(1, len(scs))) if ranges else 1
-    jobs = [(i, sc, ranges, inner) for i, sc in enumerate(scs)]
+    jobs = [(i, sc, ranges, inner, structural) for i, sc in enumerate(scs)]
     out = run_pool(jobs, min(workers, len(scs)), done or (lambda i, res: None), _scenario_job)
     return [out[i] for i in range(len(scs))]
 
@@ -105,10 +106,10 @@ def _rows_job(job: tuple[int, Scenario]) -> tuple[int, Any]:
         return i, e
 
 
-def _scenario_job(job: tuple[int, Scenario, bool, int]) -> tuple[int, Any]:
-    i, sc, ranges, workers = job
+def _scenario_job(job: tuple[int, Scenario, bool, int, bool]) -> tuple[int, Any]:
+    i, sc, ranges, workers, structural = job
     try:
-        return i, run_scenario(sc, ranges=ranges, workers=workers)
+        return i, run_scenario(sc, ranges=ranges, workers=workers, structural=structural)
     except SdbenchError as e:
         return i, e
 

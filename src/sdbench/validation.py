@@ -24,7 +24,7 @@ from typing import Any
 from . import scenarios as scen
 from .calibrate import FitGroup, Measurement, groups, row_level, row_value
 from .errors import ConfigError, SdbenchError
-from .protocols import run_scenario
+from .protocols import run_scenario, run_scenarios
 from .records import Row
 
 FITTED = "fitted"
@@ -124,8 +124,10 @@ def compare_row(m: Measurement, r: Row | None, group: str) -> dict[str, Any]:
 
 
 def validate_rows(meas: list[Measurement], names: list[str] | None = None,
-                  progress: bool = False, ranges: bool = True) -> tuple[list[dict[str, Any]], list[str]]:
-    """Run the scenarios named in ``meas`` (or ``names``, which must be among them) and compare every row.
+                  progress: bool = False, ranges: bool = True,
+                  workers: int = 1) -> tuple[list[dict[str, Any]], list[str]]:
+    """Run the scenarios named in ``meas`` (or ``names``, which must be among them) and compare every row;
+    ``workers``: the scenarios run side by side in that many processes (the rows do not depend on it).
 
     Returns the rows (see :func:`compare_row`) and the scenarios of the data that are not built in."""
     in_data = sorted({m.scenario for m in meas})
@@ -141,20 +143,40 @@ def validate_rows(meas: list[Measurement], names: list[str] | None = None,
                                f"see `sdbench validate` without arguments)")
     wanted = list(dict.fromkeys(names)) if names else in_data
     fitted = fitted_rows()
+    missing = [n for n in wanted if n not in known]
+    run = [n for n in wanted if n in known]
+    records = _run_all(run, progress, ranges, workers)
     out: list[dict[str, Any]] = []
-    missing = []
-    for name in wanted:
-        if name not in known:
-            missing.append(name)
-            continue
-        if progress:
-            _say(f"simulating {name} ...")
-        rec = run_scenario(scen.load(name), ranges=ranges, progress=progress)
-        got = {r.label: r for r in rec.rows}
+    for name in run:
+        got = {r.label: r for r in records[name].rows}
         for m in meas:
             if m.scenario == name:
                 out.append(compare_row(m, got.get(m.row), row_group(m, fitted)))
     return out, missing
+
+
+def _run_all(names: list[str], progress: bool, ranges: bool, workers: int) -> dict[str, Any]:
+    """Each scenario's record, one after another or in ``workers`` processes; the first that fails (in the
+    order given) raises its error, as a run one by one would."""
+    if workers <= 1 or len(names) <= 1:
+        out = {}
+        for name in names:
+            if progress:
+                _say(f"simulating {name} ...")
+            out[name] = run_scenario(scen.load(name), ranges=ranges, progress=progress)
+        return out
+    scs = [scen.load(n) for n in names]
+    if progress:
+        _say(f"simulating {len(scs)} scenarios in {min(workers, len(scs))} processes ...")
+
+    def done(i: int, res: Any) -> None:
+        if progress:
+            _say(f"  {names[i]}" + (f": {res}" if isinstance(res, SdbenchError) else " done"))
+    results = run_scenarios(scs, workers=workers, ranges=ranges, done=done)
+    for res in results:
+        if isinstance(res, BaseException):
+            raise res
+    return dict(zip(names, results))
 
 
 def _median(xs: list[float]) -> float | None:

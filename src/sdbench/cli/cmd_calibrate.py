@@ -29,7 +29,8 @@ def register(app: typer.Typer) -> None:
         workers: Optional[int] = typer.Option(None, "--workers", "-j", min=1, max=4096,
                                               help="Fit groups in this many processes (default: one per CPU; "
                                                    "one by one when -o is the data folder, where each group "
-                                                   "reads the profiles the groups before it wrote)."),
+                                                   "reads the profiles the groups before it wrote); with "
+                                                   "--model-error, its predictions."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
         from_: Optional[Path] = typer.Option(None, "--from",
                                              help="Calibrate a card from your own measurements: an ESP-IDF "
@@ -83,7 +84,7 @@ def register(app: typer.Typer) -> None:
         from ..output_files import check_output_dir
 
         if model_error:
-            _model_error(group, data, list_, output, progress)
+            _model_error(group, data, list_, output, progress, workers or os.cpu_count() or 1)
             return
         gs = groups()
         if list_:
@@ -137,7 +138,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _model_error(group: list[str] | None, data: Path | None, list_: bool, output: Path | None,
-                 progress: object) -> None:
+                 progress: object, workers: int = 1) -> None:
     from ..calibrate import load_measurements
     from ..output_files import check_output_dir, check_writable_output, write_atomically
     from ..population import MODEL_ERROR_FILE
@@ -153,7 +154,8 @@ def _model_error(group: list[str] | None, data: Path | None, list_: bool, output
     if output.is_dir():
         check_writable_output(path)  # before the runs: a path that cannot be written fails now
     meas = load_measurements(data)
-    res = cross_validate(meas, progress=None if progress is None else (lambda s: typer.echo(s, err=True)))
+    res = cross_validate(meas, progress=None if progress is None else (lambda s: typer.echo(s, err=True)),
+                         workers=workers)
     output.mkdir(parents=True, exist_ok=True)
     write_atomically(path, structural_toml(res))
     for k, kinds in res["structural"].items():
