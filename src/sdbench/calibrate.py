@@ -49,7 +49,7 @@ from .media.sim.card import CardProfile
 from .media.sim.esp_flash import EspFlashHostProfile
 from .media.sim.host import HostProfile
 from .media.sim.nor import FlashChipProfile
-from .options import from_mapping, opt, parse_toml, read_text_file, toml_string
+from .options import from_mapping, opt, parse_toml, read_text_file, toml_string, type_hints
 from .output_files import write_atomically
 from .parallel import run_pool
 from .ledger import Recording
@@ -382,7 +382,7 @@ def _require(cls: type, data: Any, where: str) -> None:
     """Name the first required key missing from ``data`` or its lists of tables (from_mapping checks the rest)."""
     if not isinstance(data, dict):
         return
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     for f in fields(cls):
         w = f"{where}.{f.name}" if where else f.name
         if f.name not in data:

@@ -14,6 +14,7 @@ that text rather than as an unknown option.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import re
@@ -55,8 +56,15 @@ class OptionInfo:
     choices: tuple[Any, ...] | None
 
 
+@functools.lru_cache(maxsize=None)
+def type_hints(cls: type) -> typing.Mapping[str, Any]:
+    """``typing.get_type_hints(cls)`` of an options class, worked out once per class (building a scenario asks
+    for the hints of its classes thousands of times in a fit); read-only."""
+    return types.MappingProxyType(typing.get_type_hints(cls))
+
+
 def option_info(cls: type) -> list[OptionInfo]:
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     out = []
     for f in fields(cls):
         m = f.metadata
@@ -165,7 +173,7 @@ def from_mapping(cls: type[T], data: dict[str, Any], where: str = "") -> T:
     """Build ``cls`` from a TOML table, checking names, types and ranges."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where or cls.__name__}: expected a table, got {_shown(data)}")
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     by_name = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
     # an option a class no longer takes is refused with what to write instead, not as a typo
     retired: dict[str, str] = getattr(cls, "RETIRED_OPTIONS", {})

@@ -2,7 +2,6 @@
 or a user's file given by path.  One loader serves hosts, cards and flash chips."""
 from __future__ import annotations
 
-import typing
 from dataclasses import is_dataclass
 import copy
 import functools
@@ -11,7 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .errors import ConfigError
-from .options import from_mapping, is_shipped_name, parse_toml, read_toml_file
+from .options import from_mapping, is_shipped_name, parse_toml, read_toml_file, type_hints
 
 DATA = resources.files("sdbench") / "data"
 T = TypeVar("T")
@@ -94,7 +93,7 @@ def load(cls: type[T], folder: str, name: str, overrides: dict[str, Any] | None 
     table = load_table(folder, name, base_dir, what=what)
     if overrides is not None and not isinstance(overrides, dict):
         raise ConfigError(f"{what} {name}: overrides must be a table, got {overrides!r:.60}")
-    blocks = {k for k, t in typing.get_type_hints(cls).items() if is_dataclass(t)}
+    blocks = {k for k, t in type_hints(cls).items() if is_dataclass(t)}
     for key, value in (overrides or {}).items():  # a block's override changes what it names, not the whole block
         held = table.get(key)
         merge = key in blocks and isinstance(held, dict) and isinstance(value, dict)

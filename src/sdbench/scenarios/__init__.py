@@ -10,7 +10,6 @@ stack builder (:mod:`sdbench.stack`) makes what a scenario describes.
 from __future__ import annotations
 
 import json
-import typing
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from importlib import resources
 from pathlib import Path
@@ -26,7 +25,8 @@ from ..media.sim.esp_flash import EspFlashHostProfile
 from ..media.sim.host import HostProfile
 from ..media.sim.nor import FlashChipProfile
 from ..media.realtarget import NO_WRITES, WriteGrant
-from ..options import apply_overrides, from_mapping, is_shipped_name, parse_toml, read_toml_file, to_mapping
+from ..options import (apply_overrides, from_mapping, is_shipped_name, parse_toml, read_toml_file, to_mapping,
+                       type_hints)
 from ..stack import MEDIA, Built, build
 from ..stack.bridge import SdBridgeConfig
 from ..stack.flash import SimFlashConfig
@@ -242,7 +242,7 @@ def _unit_at(data: dict[str, Any], parts: list[str]) -> str:
             return ""
         if len(rest) == 1:
             return str(f.metadata.get("unit", ""))
-        inner = typing.get_type_hints(cls).get(f.name)
+        inner = type_hints(cls).get(f.name)
         cls, rest = _PROFILE_OVERRIDES.get((cls, f.name), inner if is_dataclass(inner) else None), rest[1:]
     return ""
 
