@@ -23,7 +23,7 @@ from sdbench.report_text import markdown_table
 from sdbench.store import open_store
 from sdbench.store import db as storedb
 from sdbench.store.api import Store
-from sdbench.stack.sd import load_card
+from sdbench.stack.sd import load_card, load_host
 from sdbench.workloads.espidf import espidf_line
 
 SD = "espidf-esp32-sdmmc4-40mhz"
@@ -133,6 +133,19 @@ def test_host_fit_uncertainty_is_drawn_in_each_population_member():
     cycles = [m.overrides[("sd", "host_params")]["transaction_cycles"] for m in pl.members]
     assert all(isinstance(c, int) for c in cycles) and len(set(cycles)) > 1
     assert population.plan(sc, simulated=True) == pl  # the same draws every time
+
+
+def test_a_drawn_value_is_held_within_the_range_its_field_declares():
+    """The RP2040 PIO host's read clock ratio is fitted at σ 72 %: its 90th-percentile draw would be above 1,
+    which no PIO program can run at; the member takes the bound instead of being refused."""
+    sc = scen.load("pico-sdfat-pio-sdio-133mhz")
+    pl = population.plan(sc, simulated=True)
+    ratios = [m.overrides[("sd", "host_params")]["read_clock_ratio"] for m in pl.members]
+    fitted = load_host("rp2040-sdfat-pio-sdio").read_clock_ratio
+    assert max(ratios) == 1.0 and min(ratios) < fitted        # spread both ways about the fitted value, capped at 1
+    rec = run_scenario(sc, ranges=True)
+    assert not any("could not run" in w for w in rec.warnings)
+    assert all(r.time_ms_range[0] <= r.time_ms <= r.time_ms_range[1] for r in rec.rows)
 
 
 def test_flash_chip_fit_uncertainty():

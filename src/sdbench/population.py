@@ -158,14 +158,29 @@ Z90 = 1.2815515655446004
 
 
 def _draw(profile: LoadedProfile, z: Any) -> dict[str, Any]:
-    """Every field ``profile.fit_rel_sd`` names at the log-normal quantile ``z()`` (median: the fitted value)."""
+    """Every field ``profile.fit_rel_sd`` names at the log-normal quantile ``z()`` (median: the fitted value),
+    held within the range the field declares: a poorly determined field (a ratio fitted at σ 72 %) would
+    otherwise draw values no such device can have, which the model refuses; at its bound it is the most the
+    physics allows."""
     out: dict[str, Any] = {}
+    bounds = _declared_bounds(type(profile.value))
     for name, rel_sd in sorted(profile.value.fit_rel_sd.items()):
         value = getattr(profile.value, name)
         s = math.sqrt(math.log1p(float(rel_sd) ** 2))  # σ of log(x) for that relative standard deviation
-        factor = math.exp(s * z())
-        out[name] = round(value * factor) if isinstance(value, int) else value * factor
+        drawn = value * math.exp(s * z())
+        lo, hi = bounds.get(name, (None, None))
+        if hi is not None and drawn > hi:
+            drawn = hi
+        if lo is not None and drawn < lo:
+            drawn = lo
+        out[name] = round(drawn) if isinstance(value, int) else drawn
     return out
+
+
+@lru_cache(maxsize=None)
+def _declared_bounds(cls: type) -> dict[str, tuple[float | None, float | None]]:
+    """Each option's declared (min, max) of a profile class (sdbench.options.opt)."""
+    return {f.name: (f.metadata.get("min"), f.metadata.get("max")) for f in fields(cls)}
 
 
 def _slowness(card: dict[str, Any], fields_: tuple[str, ...], medians: dict[str, float]) -> float:
