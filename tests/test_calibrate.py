@@ -157,7 +157,7 @@ PI_CARDS = ("samsung-pro-plus-32gb", "samsung-evo-plus-32gb", "sandisk-extreme-1
             "lexar-professional-a2-128gb")
 PI4 = tuple(f"pidramble-4b-{c}" for c in PI_CARDS)
 PI2 = ("pidramble-2b-samsung-pro-plus-32gb", "pidramble-2b-sandisk-ultra-16gb")
-PI_RANDREAD = "{name='iozone -I 4k random', rw='randread', bs=4096, offset=2147483648, size=104857600, runtime_s=2.0}"
+PI_RANDREAD = "{name='iozone -I 4k random', rw='randread', bs=4096, offset=2147483648, size=104857600, number_ios=4096}"
 PI_ROWS = ("hdparm -t read", "dd conv=fsync write", "iozone -I 4k random read")
 
 #: the reviewed fit groups, in `sdbench calibrate --list` order; params are (target, field, lo, hi, start,
@@ -260,7 +260,7 @@ GROUPS = {
         params=tuple(p for s in PI4 for p in ((f"card:{s}", "read_block_gap_us", 0, 100, None, 0.0, 1.0),
                                               (f"card:{s}", "read_access_us", 0, 5000, None, 0.0, 1.0),
                                               (f"card:{s}", "write_busy_block_us", 0, 1000, None, 0.0, 1.0))),
-        restrict=("fio.jobs=[{name='hdparm -t', rw='read', bs=2097152, offset=0, size=1073741824, runtime_s=3.0}, "
+        restrict=("fio.jobs=[{name='hdparm -t', rw='read', bs=2097152, offset=0, size=1073741824, number_ios=64}, "
                   "{name='dd conv=fsync', rw='write', bs=524288, offset=1073741824, size=419430400}, "
                   f"{PI_RANDREAD}]",),
         rows=[(s, r) for s in PI4 for r in PI_ROWS],
