@@ -85,6 +85,8 @@ TICKS = "sd.host.rtos_tick_hz"
 #: driver kinds that keep a multi-block transfer open between requests: their reads depend on the driver's
 #: state, so read costs are not cached
 STREAMING = ("sdfat-spi", "sdio")
+#: the key of a CMD13's recorded cost (:meth:`SdHostDriver._send_status`)
+_STATUS_KEY = ("CMD13",)
 #: CMD6 function group 1 (access mode) codes of the UHS-I modes (SD Physical Layer spec 4.3.10.4)
 CMD6_ACCESS_MODE = {"sdr12": 0, "sdr25": 1, "sdr50": 2, "sdr104": 3, "ddr50": 4}
 #: SdHostDriver._costs: a wait whose time was found to depend on the clock (it yielded), so it has no recorded cost
@@ -639,7 +641,17 @@ class SdHostDriver(BlockDevice):
         self.card.discard(lba, count, SECTOR)
 
     def _send_status(self) -> None:
-        """One CMD13 (SEND_STATUS, R2), as the SPI drivers issue after a transfer or an erase."""
+        """One CMD13 (SEND_STATUS, R2), as the SPI drivers issue after a transfer or an erase: the same time every
+        time (a transaction, the command and its response), so its cost is recorded once, as a read's is."""
+        if not self._fast():
+            self._status_command()
+            return
+        cost = self._costs.get(_STATUS_KEY)
+        if cost is None:
+            cost = self._recorded(_STATUS_KEY, self._status_command)
+        self.vclock.charge(cost)
+
+    def _status_command(self) -> None:
         t0 = self._command("CMD13", 0, "R2")
         self._event(t0, "CMD13", 0)
 
