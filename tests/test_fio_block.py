@@ -1,7 +1,6 @@
 """fio jobs and presets on generic BlockDevices: a simulated SD card on a virtual clock, memory, wrappers."""
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 import pytest

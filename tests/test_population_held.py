@@ -82,8 +82,6 @@ def test_a_card_holds_exactly_the_fields_a_fitted_card_fitted():
 
 
 def test_forget_drops_the_cached_population(monkeypatch):
-    from sdbench.stack import sd
-
     monkeypatch.undo()  # the real, cached model error
     fitted_values()
     card_population()

@@ -153,9 +153,9 @@ def configurations(q: Question, stack: Stack) -> list[Config]:
     for fs in dict.fromkeys(fs_list):
         for cache in dict.fromkeys(caches):
             for sync in dict.fromkeys(q.syncs):
-                over = [f'protocol="logger"', f'logger.part="{parts[fs]}"', f"logger.record_bytes={q.record_bytes}",
+                over = ['protocol="logger"', f'logger.part="{parts[fs]}"', f"logger.record_bytes={q.record_bytes}",
                         f"logger.rate_hz={q.rate_hz!r}", f"logger.jitter_ms={q.jitter_ms!r}",
-                        f"logger.buffer_bytes={q.ram_bytes}", f"logger.runs=1", f"seed={q.seed}"]
+                        f"logger.buffer_bytes={q.ram_bytes}", "logger.runs=1", f"seed={q.seed}"]
                 over += [f"logger.{k}={v!r}" for k, v in sync_fields(sync).items()]
                 if stack.medium == "sd":
                     over += ["sd.cache.blocks=0"] if cache == "none" else [f'sd.cache.write_mode="{cache}"']
