@@ -141,9 +141,8 @@ def _model_error(group: list[str] | None, data: Path | None, list_: bool, output
                  progress: object, workers: int = 1) -> None:
     from ..calibrate import load_measurements
     from ..output_files import check_output_dir, check_writable_output, write_atomically
-    from ..population import MODEL_ERROR_FILE
     from ..crossval import CLASS_TITLES, cross_validate, structural_toml
-    from ..population import Z90
+    from ..population import MODEL_ERROR_FILE, Z90
 
     if group or list_:
         raise SdbenchError("--model-error takes no fit groups and no --list")
