@@ -76,3 +76,17 @@ def test_the_shipped_ranges_span_the_normal_quantile_of_a_sigma_measured_for_the
     assert w.time_ms_range == pytest.approx((10 * math.exp(-0.1 * population.Z90), 10 * math.exp(0.1 * population.Z90)))
 
 
+
+
+def test_the_validation_page_states_the_shipped_structural_error():
+    """docs/validation.md's table of σ per class is the shipped model-error.toml's, to 0.1 %."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "validation.md").read_text(encoding="utf-8")
+    for klass in population.STRUCTURAL_CLASSES:
+        sd, _, src = population.structural_error(klass)
+        line = next(ln for ln in page.splitlines() if ln.startswith(f"| {klass} | ") and "%" in ln)
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        for kind, cell in zip(("read", "write"), cells[1:3]):
+            assert src[kind] == klass, (klass, kind)
+            assert cell.startswith(f"{sd[kind] * 100:.1f} %"), (klass, kind, cell)
