@@ -743,16 +743,17 @@ class SdHostDriver(BlockDevice):
             self._send_status()
 
     # ---- streaming kinds: shared ---------------------------------------------------------
-    def _streams(self, kind: str, count: int) -> bool:
-        """Whether a request of this kind and size opens (or continues) a transfer left open (keep_open)."""
+    def _streams(self, kind: str, count: int, multi: bool | None = None) -> bool:
+        """Whether a request of this kind and size opens (or continues) a transfer left open (keep_open);
+        ``multi``: the multi-block entry's flag the request comes with (None: as it is now)."""
         mode = self.host.keep_open
         if mode == "all":
             return True
-        return mode == "writes" and kind == "write" and (count > 1 or self._multi)
+        return mode == "writes" and kind == "write" and (count > 1 or (self._multi if multi is None else multi))
 
-    def _continues(self, kind: str, lba: int, count: int) -> bool:
+    def _continues(self, kind: str, lba: int, count: int, multi: bool | None = None) -> bool:
         st = self._stream
-        return st is not None and st.kind == kind and st.next_lba == lba and self._streams(kind, count)
+        return st is not None and st.kind == kind and st.next_lba == lba and self._streams(kind, count, multi)
 
     def _stream_left(self) -> float:
         """What is left of the open transfer's block gap (reads) or block busy (writes) when a request continues
@@ -1229,14 +1230,12 @@ class SdHostDriver(BlockDevice):
         """What the time of a replayed request that continues the open transfer depends on (see
         :meth:`_replay_continuing`), or None for any other request."""
         lba, count, buf_addr, multi = args
-        st = self._stream
         kind = "write" if name == "write" else "read"
-        if st is None or st.kind != kind or st.next_lba != lba or count <= 0 or self.log is not None \
+        if count <= 0 or self.log is not None or not self._continues(kind, lba, count, multi) \
                 or (self.driver == "sdio" and buf_addr % self.host.dma_align_bytes):
             return None  # (sdio: a buffer its DMA cannot take ends the transfer)
-        mode = self.host.keep_open
-        if not (mode == "all" or (mode == "writes" and kind == "write" and (count > 1 or multi))):
-            return None  # the request ends the transfer
+        st = self._stream
+        assert st is not None
         now = self.vclock.now_ns()
         if not 0 < st.ready_ns <= 2 * now:
             return None
