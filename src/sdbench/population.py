@@ -58,7 +58,7 @@ from typing import Any, Callable
 from . import profiles
 from .errors import ConfigError
 from .media.sim.card import NOT_TIMING, CardProfile
-from .options import apply_overrides
+from .options import apply_overrides, option_info
 from .records import Row
 from .scenarios import Scenario
 from .stack.cardpop import STRUCTURE_FIELDS, card_population
@@ -179,8 +179,8 @@ def _draw(profile: LoadedProfile, z: Any) -> dict[str, Any]:
 
 @lru_cache(maxsize=None)
 def _declared_bounds(cls: type) -> dict[str, tuple[float | None, float | None]]:
-    """Each option's declared (min, max) of a profile class (sdbench.options.opt)."""
-    return {f.name: (f.metadata.get("min"), f.metadata.get("max")) for f in fields(cls)}
+    """Each option's declared (min, max) of a profile class (sdbench.options.option_info)."""
+    return {o.name: (o.min, o.max) for o in option_info(cls)}
 
 
 def _slowness(card: dict[str, Any], fields_: tuple[str, ...], medians: dict[str, float]) -> float:
