@@ -23,7 +23,8 @@ class MemoryDevice(BlockDevice):
         self.program_and = program_and
         fill = geometry.erase_value
         self._fill = 0 if fill is None else fill
-        self._chunks: dict[int, bytearray] = {}
+        #: written chunks, each a view of its own bytearray (a view's slice copies out once, a bytearray's twice)
+        self._chunks: dict[int, memoryview] = {}
         self._fill_chunk = memoryview(bytes([self._fill]) * CHUNK_BYTES)
 
     @classmethod
@@ -40,7 +41,7 @@ class MemoryDevice(BlockDevice):
 
     def restore(self, snap: dict[int, bytes]) -> None:
         """Contents as :meth:`snapshot` took them (no stats, no checks)."""
-        self._chunks = {ci: bytearray(chunk) for ci, chunk in snap.items()}
+        self._chunks = {ci: memoryview(bytearray(chunk)) for ci, chunk in snap.items()}
 
     def read_bytes(self, offset: int, size: int) -> bytes:
         """Byte-addressed read of the backing store (no stats, no checks)."""
@@ -48,7 +49,7 @@ class MemoryDevice(BlockDevice):
         co = offset % CHUNK_BYTES
         if co + size <= CHUNK_BYTES:
             chunk = self._chunks.get(offset // CHUNK_BYTES)
-            return bytes(chunk[co:co + size]) if chunk is not None else bytes([self._fill]) * size
+            return chunk[co:co + size].tobytes() if chunk is not None else bytes([self._fill]) * size
         out = bytearray()
         while size > 0:
             ci, co = divmod(offset, CHUNK_BYTES)
@@ -73,11 +74,11 @@ class MemoryDevice(BlockDevice):
             self._chunk(ci)[co:co + k] = data[pos:pos + k]
             pos += k
 
-    def _chunk(self, ci: int) -> bytearray:
+    def _chunk(self, ci: int) -> memoryview:
         """Chunk ``ci``, made (as the fill value) if it was never written."""
         chunk = self._chunks.get(ci)
         if chunk is None:
-            chunk = self._chunks[ci] = bytearray(self._fill_chunk)
+            chunk = self._chunks[ci] = memoryview(bytearray(self._fill_chunk))
         return chunk
 
     def erase_bytes(self, offset: int, size: int) -> None:
