@@ -46,7 +46,8 @@ def _validate(seed_only: bool = False, workers: int = 1) -> int:
     baseline was measured on, before the published setups were added); the scenarios in ``workers`` processes
     (the command's default: one per CPU)."""
     from sdbench import calibrate
-    from sdbench.calibrate import _read_measurements, load_measurements
+    from sdbench.calibrate import load_measurements
+    from sdbench.calibrate.measurements import _read_measurements
     from sdbench.validation import validate_rows
 
     meas = load_measurements()

@@ -71,7 +71,8 @@ FILE_LEVEL_FITTED = {
 
 
 def test_fit_groups_use_raw_level_train_rows_and_the_reviewed_file_level_ones():
-    from sdbench.calibrate import _Evaluator, row_level
+    from sdbench.calibrate import row_level
+    from sdbench.calibrate.evaluation import _Evaluator
 
     meas = load_measurements()
     for g in groups().values():
@@ -101,11 +102,14 @@ def test_an_output_that_is_no_directory_is_refused_before_any_fit(kind, tmp_path
     import os
 
     import sdbench.calibrate
+    import sdbench.calibrate.fitting
 
     def no_fit(*a, **k):
         raise AssertionError("the fit began before the output was checked")
 
+    # the command's `fit`, and the one fit_all's workers call
     monkeypatch.setattr(sdbench.calibrate, "fit", no_fit)
+    monkeypatch.setattr(sdbench.calibrate.fitting, "fit", no_fit)
     if kind == "character device":
         out = "/dev/null"
     elif kind == "fifo":
@@ -321,7 +325,7 @@ def _facts(g, ev):
 
 
 def test_shipped_fit_groups_are_the_reviewed_ones():
-    from sdbench.calibrate import _Evaluator
+    from sdbench.calibrate.evaluation import _Evaluator
 
     gs = groups()
     assert list(gs) == list(GROUPS)
@@ -375,7 +379,8 @@ LEVEL_COUNTS = {
 
 
 def test_row_levels_are_declared_per_scenario_and_row():
-    from sdbench.calibrate import Measurement, _levels, row_level
+    from sdbench.calibrate import Measurement, row_level
+    from sdbench.calibrate.fit_groups import _levels
 
     meas = load_measurements()
     counts: dict[str, list[int]] = {}
@@ -480,7 +485,7 @@ def test_a_staged_scenario_declares_the_fields_of_the_sequence_rows_it_has():
 def test_group_files_are_read_from_the_fits_folder(tmp_path, monkeypatch):
     import tomllib as _toml
 
-    from sdbench import calibrate
+    from sdbench.calibrate import fit_groups
     from sdbench.errors import ConfigError
 
     (tmp_path / "fits").mkdir()
@@ -492,21 +497,21 @@ def test_group_files_are_read_from_the_fits_folder(tmp_path, monkeypatch):
     (tmp_path / "fits" / "a.toml").write_text(shipped.replace("order = 5", "order = 7"))
     (tmp_path / "fits" / "levels.toml").write_text("not a group = 1\n")  # the levels file is no group
     (tmp_path / "fits" / "notes.txt").write_text("ignored")
-    monkeypatch.setattr(calibrate, "DATA", tmp_path)
-    calibrate._shipped_groups.cache_clear()
+    monkeypatch.setattr(fit_groups, "DATA", tmp_path)  # where the groups are read from
+    fit_groups._shipped_groups.cache_clear()
     try:
         assert list(groups()) == ["b", "a"]  # in their declared order, named by their files
         assert groups()["a"].params == groups()["b"].params
         (tmp_path / "fits" / "a.toml").write_text(shipped)
-        calibrate._shipped_groups.cache_clear()
+        fit_groups._shipped_groups.cache_clear()
         with pytest.raises(ConfigError, match="fit groups a and b have the same order 5"):
             groups()
         (tmp_path / "fits" / "a.toml").write_text("order = [")
-        calibrate._shipped_groups.cache_clear()
+        fit_groups._shipped_groups.cache_clear()
         with pytest.raises(ConfigError, match=r"^fits/a\.toml: invalid TOML"):
             groups()
     finally:
-        calibrate._shipped_groups.cache_clear()
+        fit_groups._shipped_groups.cache_clear()
 
 
 # ---- the fit's uncertainty --------------------------------------------------------------------------------------
@@ -551,7 +556,8 @@ def test_param_sd_exact_overdetermined_and_undetermined():
 def test_a_field_told_only_with_another_is_held_apart_for_the_others_sigma():
     import numpy as np
 
-    from sdbench.calibrate import MAX_REL_SD, SD_MEASUREMENT, _held_apart_sd, param_sd
+    from sdbench.calibrate import MAX_REL_SD, SD_MEASUREMENT, param_sd
+    from sdbench.calibrate.uncertainty import _held_apart_sd
 
     # two rows that see a merge's fixed part b and its copy cost c almost only as b + 1000 c (the fixed part
     # barely moves them apart): marginally both swing, with b held the rows tell c to the stated 1 %

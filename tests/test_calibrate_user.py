@@ -190,7 +190,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, setup, 
 def test_a_profile_escapes_control_characters_in_its_strings_and_comments():
     import tomllib
 
-    from sdbench.calibrate import _comment_text
+    from sdbench.calibrate.profile_writer import _comment_text
     from sdbench.options import toml_string
 
     for s in ("plain", 'q"uote\\back', "new\nline", "del\x7fesc\x1b[31m", "tab\there"):

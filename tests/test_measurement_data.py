@@ -6,7 +6,8 @@ import tomllib
 import pytest
 
 from sdbench import calibrate
-from sdbench.calibrate import _read_measurements, load_measurements, row_level, row_value, write_profile
+from sdbench.calibrate import load_measurements, row_level, row_value, write_profile
+from sdbench.calibrate.measurements import _read_measurements
 from sdbench.errors import SdbenchError
 from sdbench.records import make_row
 

@@ -11,10 +11,11 @@ by field in order, which mechanism fits it; each mechanism fits one field at mos
 mechanism the raw-level rows are used when there are any, else the file-level ones; every other matched row is
 *compared* (its prediction is reported, the fit does not use it).
 
-The fit is a :class:`~sdbench.calibrate.FitGroup` built in memory: one scenario, one param per fitted field
-(starting at its population value), solved field by field (:class:`~sdbench.calibrate.FitStep`: a 1-D root of
-the mean relative error of its rows, with the scenario cut to the parts those rows need), then the
-standard deviations from the Jacobian at the solution, as for the shipped groups.  Fields no matched row
+The fit is a :class:`~sdbench.calibrate.fit_groups.FitGroup` built in memory: one scenario, one param per
+fitted field (starting at its population value), solved field by field
+(:class:`~sdbench.calibrate.fit_groups.FitStep`: a 1-D root of the mean relative error of its rows, with the
+scenario cut to the parts those rows need), then the standard deviations from the Jacobian at the solution, as
+for the shipped groups.  Fields no matched row
 tells stay at their *population* value (:func:`population`).  Those that at least two shipped cards fitted are
 left out of the profile, which says ``timing_from = "population"``: it loads them as the shipped cards that
 carry that flag do, and the ranges of a run with it span the values the fitted cards have (sdbench.population).
