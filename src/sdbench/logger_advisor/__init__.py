@@ -14,7 +14,7 @@ runs (:mod:`sdbench.workloads.logger`):
    every stall and buffer figure gets the 10–90 % band of the members (their span with two members),
    widened to hold the central figure;
 4. the **power cuts**: the same log, cache and sync policy cut at >= 200 points
-   (:func:`sdbench.powerloss.run_cell` with the logger workload);
+   (:func:`sdbench.powerloss.cell.run_cell` with the logger workload);
 5. **wear**: bytes the medium programs per byte logged (NAND bytes of the card's FTL, NOR bytes programmed and
    sector erases) and the time until a stated endurance is used (given, the chip profile's, or an estimate
    for an SD card that states none).
