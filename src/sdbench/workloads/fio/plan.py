@@ -403,7 +403,6 @@ class IoPlan:
             run = job.rw_random_run
             first = offs[::run]
             head = np.repeat(first, run)[:n]
-            within = np.arange(n, dtype=np.int64) % run
             if job.rw_sequencer == "identical":
                 offs = head
             else:
@@ -412,7 +411,6 @@ class IoPlan:
                 grp = np.arange(n) // run
                 offs = head + (csum - csum[grp * run])
                 offs = offs % (region - biggest + 1) // 512 * 512
-                del within
         if job.percentage_random < 100:
             # a random share of the I/Os jump; the others follow the one before (from the region's start
             # until the first jump)

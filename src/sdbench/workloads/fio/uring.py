@@ -407,8 +407,7 @@ class UringEngine(IoEngineOps):
         fds = list(io.fds or (io.fd,))
         block_fd = {fd: is_block_fd(fd) for fd in fds}
         k, step, total, dl = io.first, io.step, io.total, io.deadline
-        nslots, npool, run_id, written, base = len(slots), io.npool, io.run_id, io.written, io.base
-        big = io.block
+        nslots, npool, written, base = len(slots), io.npool, io.written, io.base
         batch_n = job.iodepth_batch_submit or SUBMIT_BATCH
         cmin = max(1, job.iodepth_batch_complete_min)
         low = job.iodepth_low
