@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pytest
 
 from sdbench.clock import VirtualClock
 from sdbench.errors import ConfigError
-from sdbench.media.sim.nor import (BusySpread, FlashChipProfile, NorChipConfig, NorCommandError, NorFlashChip,
-                                   NorProgramError, list_chip_profiles, load_chip_profile)
+from sdbench.media.sim.nor import (FlashChipProfile, NorChipConfig, NorCommandError, NorFlashChip, NorProgramError,
+                                   list_chip_profiles, load_chip_profile)
 from sdbench.options import option_info
 from sdbench.testing import BlockDeviceSuite
 
@@ -183,26 +182,6 @@ def test_busy_times_are_seeded_and_clipped():
     assert max(a[:20]) <= SMALL.page_program_max_us * 1000
     assert set(_busy_times(1, "typ")[:20]) == {round(SMALL.page_program_typ_us * 1000)}
     assert set(_busy_times(1, "max")[:20]) == {round(SMALL.page_program_max_us * 1000)}
-
-
-def test_busy_spread_depends_on_the_seed_and_place_not_on_how_it_is_taken():
-    one = BusySpread(3)
-    singles = []
-    for _ in range(BusySpread.BLOCK + 50):  # across a block boundary
-        f, i = one.take(1, 0.2)
-        singles.append(f[i])
-    many, got = BusySpread(3), []
-    while len(got) < len(singles):
-        f, i = many.take(37, 0.2)
-        got += f[i:i + 30]
-        many.give_back(7)  # a section that drew fewer than it took
-    assert got[:len(singles)] == singles
-    assert one.taken == len(singles)
-    z = np.random.default_rng([3, 0x4E0B]).standard_normal(BusySpread.BLOCK)
-    assert singles[:5] == np.exp(0.2 * z[:5]).tolist()
-    f, i = BusySpread(3).take(2, 0.4)  # another sigma: the same draws
-    assert f[i:i + 2] == np.exp(0.4 * z[:2]).tolist()
-    assert sorted(singles)[len(singles) // 2] == pytest.approx(1.0, abs=0.02)  # median of a lognormal: 1
 
 
 def test_shipped_profiles_load_with_units_in_names():

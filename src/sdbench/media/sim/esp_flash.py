@@ -43,6 +43,7 @@ erase_range`` offer to wear levelling, SPIFFS and littlefs.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar
@@ -364,9 +365,8 @@ class Esp32FlashDriver(BlockDevice):
         sigma = chip.profile.busy_time_sigma
         random_draw = timing != "typ" and timing != "max" and not sigma <= 0.0
         use_max = timing == "max"
-        if random_draw:  # the section's draws, one per program (the unused ones go back after the loop)
-            fs, fi = chip._spread.take(nprog, sigma)
-            f0 = fi
+        gauss = chip._rng.gauss
+        exp = math.exp
         ptyp, pmax = chip._prog_typ_ns, chip._prog_max_ns
 
         now0 = self.vclock.now_ns()
@@ -395,8 +395,7 @@ class Esp32FlashDriver(BlockDevice):
             pp_bus += pp
             typ = ptyp[k]
             if random_draw and not typ <= 0.0:
-                ns = typ * fs[fi]
-                fi += 1
+                ns = typ * exp(sigma * gauss(0.0, 1.0))
                 mx = pmax[k]
                 busy = round(ns if not mx < ns else mx)
             else:
@@ -417,8 +416,6 @@ class Esp32FlashDriver(BlockDevice):
                 now = bu
             now += HB  # the next program's _wait_idle before WREN (none after the last: taken back below)
         now -= HB
-        if random_draw and fi - f0 < nprog:
-            chip._spread.give_back(nprog - (fi - f0))
         polls_total = n_idle
         waits_total = host = bus = 0
         flash = late

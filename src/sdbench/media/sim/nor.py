@@ -30,6 +30,8 @@ each waited for), so it passes the shared conformance suite.
 """
 from __future__ import annotations
 
+import math
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,55 +173,6 @@ def list_chip_profiles() -> list[str]:
     return profiles.shipped("flash")
 
 
-class BusySpread:
-    """The lognormal factors exp(sigma z) of one seeded stream of standard normal draws z, made by numpy in blocks.
-    A chip draws a busy time per page program (millions in a protocol run): taking a factor from a list costs
-    an index where random.gauss and math.exp cost two function calls.  Each block's factors are computed over the
-    whole block, so a factor depends on the seed, sigma and its place in the stream alone, not on how many are
-    taken at a time."""
-
-    BLOCK = 1 << 14
-
-    def __init__(self, seed: int) -> None:
-        self._gen = np.random.default_rng([seed, 0x4E0B])
-        self._sigma = 0.0
-        self._blocks: list[np.ndarray] = []  # the draws z of the blocks factors holds, in order
-        self.factors: list[float] = []
-        self.pos = 0
-        self._dropped = 0  # blocks used up and let go
-
-    @property
-    def taken(self) -> int:
-        """How many factors the stream has given (its state: the rest follows from the seed)."""
-        return self._dropped * self.BLOCK + self.pos
-
-    def take(self, n: int, sigma: float) -> tuple[list[float], int]:
-        """The next ``n`` factors as (list, index of the first); :meth:`give_back` returns an unused tail."""
-        if sigma != self._sigma:
-            self._sigma = sigma
-            self.factors = [f for z in self._blocks for f in np.exp(sigma * z).tolist()]
-        if self.pos + n > len(self.factors):
-            self._refill(n)
-        i = self.pos
-        self.pos += n
-        return self.factors, i
-
-    def give_back(self, n: int) -> None:
-        self.pos -= n
-
-    def _refill(self, n: int) -> None:
-        drop = self.pos // self.BLOCK  # blocks used up
-        if drop:
-            del self._blocks[:drop]
-            del self.factors[:drop * self.BLOCK]
-            self.pos -= drop * self.BLOCK
-            self._dropped += drop
-        while self.pos + n > len(self.factors):
-            z = self._gen.standard_normal(self.BLOCK)
-            self._blocks.append(z)
-            self.factors += np.exp(self._sigma * z).tolist()
-
-
 def load_chip_profile(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> FlashChipProfile:
     """Load a chip profile by shipped name (``w25q32jv``) or from a TOML file path."""
     return profiles.load(FlashChipProfile, "flash", str(name_or_path), overrides, what="flash chip profile")
@@ -282,7 +235,7 @@ class NorFlashChip(BlockDevice):
         #: erase cycles per 4 KiB sector (wear); never reset by stats.reset()
         self.erase_counts = np.zeros(p.capacity_bytes // SECTOR_BYTES, dtype=np.int64)
         self.stats.erase_counts = self.erase_counts  # type: ignore[attr-defined]
-        self._spread = BusySpread(self.config.seed)
+        self._rng = random.Random(f"nor-busy:{self.config.seed}")
         self._busy_until_ns = 0
         self._busy = False
         #: the ledger key of what the chip is busy with (a wait for it is charged there)
@@ -380,8 +333,7 @@ class NorFlashChip(BlockDevice):
         sigma = self.profile.busy_time_sigma
         if sigma <= 0.0 or typ_ns <= 0.0:
             return typ_ns
-        factors, i = self._spread.take(1, sigma)
-        return min(typ_ns * factors[i], max_ns)
+        return min(typ_ns * math.exp(sigma * self._rng.gauss(0.0, 1.0)), max_ns)
 
     # ---- commands -------------------------------------------------------------------
     def cmd_read(self, addr: int, nbytes: int, mode: str = "fastrd", extra_dummy_clocks: int = 0) -> bytes:
