@@ -7,6 +7,7 @@ import statistics
 
 import pytest
 
+from sdbench import protocols
 from sdbench import validation as v
 from sdbench.calibrate import Measurement, groups, load_measurements
 from sdbench.cli import main
@@ -133,13 +134,13 @@ def test_ranges_in_the_row_unit_swap_for_throughput():
 
 def _with_ranges(monkeypatch):
     """Simulated rows carry a ±20 % range of their time."""
-    real = v.run_scenario
+    real = protocols.run_scenario  # what run_scenarios calls in this process
 
     def run(sc, **kw):
         rec = real(sc, **kw)
         return dataclasses.replace(rec, rows=tuple(_ranged(r, r.time_ms * 0.8, r.time_ms * 1.2) for r in rec.rows))
 
-    monkeypatch.setattr(v, "run_scenario", run)
+    monkeypatch.setattr(protocols, "run_scenario", run)
 
 
 def test_json_carries_groups_ranges_and_inside(tmp_path, capsys, monkeypatch):

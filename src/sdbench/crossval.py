@@ -44,7 +44,7 @@ from .errors import SdbenchError
 from .media.sim.esp_flash import load_esp_flash_host
 from .media.sim.nor import load_chip_profile
 from .population import Z90, error_kind
-from .protocols import run_scenario, run_scenarios
+from .protocols import run_scenarios
 from .records import Row
 from .stack.cardpop import card_population
 from .stack.loaded import host_calibrated, is_fitted
@@ -183,18 +183,7 @@ def run_plans(plans_: list[Plan], progress: Callable[[str], None] | None = None,
         finished += 1
         if progress:
             progress(f"[{finished}/{len(plans_)}] {what(plans_[i])}")
-    if workers > 1 and len(scs) > 1:
-        records = run_scenarios(scs, workers=workers, ranges=True, structural=False, done=done)
-    else:
-        records = []
-        for i, sc in enumerate(scs):
-            try:
-                records.append(run_scenario(sc, ranges=True, structural=False))
-            except SdbenchError as e:
-                records.append(e)
-            done(i, records[-1])
-            if isinstance(records[-1], SdbenchError):
-                break
+    records = run_scenarios(scs, workers=workers, ranges=True, structural=False, done=done)
     out: list[dict[str, Any]] = []
     for p, rec in zip(plans_, records):
         if isinstance(rec, BaseException):

@@ -86,11 +86,26 @@ def _ranges_may_run_in_full(sc: Scenario) -> bool:
 
 
 def run_scenarios(scs: list[Scenario], *, workers: int, ranges: bool = False, structural: bool = True,
-                  done: Callable[[int, Any], None] | None = None) -> list[Any]:
+                  done: Callable[[int, Any], None] | None = None, progress: bool = False) -> list[Any]:
     """Run simulated scenarios side by side in ``workers`` processes; each record depends only on its scenario
     and seed, never on the worker.  Returns, in the order given, each RunRecord or the SdbenchError that
     refused or failed it; ``done(index, result)`` as each finishes.  ``ranges``, ``structural``: as for
-    :func:`run_scenario`."""
+    :func:`run_scenario`.
+
+    With one worker (or one scenario) they run here, one after another, up to the first that fails: the list
+    then ends with its error; ``progress``: each one's range bar, as :func:`run_scenario` shows it."""
+    if workers <= 1 or len(scs) <= 1:
+        here: list[Any] = []
+        for i, sc in enumerate(scs):
+            try:
+                here.append(run_scenario(sc, ranges=ranges, structural=structural, progress=progress))
+            except SdbenchError as e:
+                here.append(e)
+            if done is not None:
+                done(i, here[-1])
+            if isinstance(here[-1], SdbenchError):
+                break
+        return here
     # spare workers (more than scenarios) take the scenarios' range runs
     inner = max(1, workers // max(1, len(scs))) if ranges else 1
     jobs = [(i, sc, ranges, inner, structural) for i, sc in enumerate(scs)]

@@ -24,7 +24,7 @@ from typing import Any
 from . import scenarios as scen
 from .calibrate import FitGroup, Measurement, groups, row_level, row_value
 from .errors import ConfigError, SdbenchError
-from .protocols import run_scenario, run_scenarios
+from .protocols import run_scenarios
 from .records import Row
 
 FITTED = "fitted"
@@ -156,23 +156,16 @@ def validate_rows(meas: list[Measurement], names: list[str] | None = None,
 
 
 def _run_all(names: list[str], progress: bool, ranges: bool, workers: int) -> dict[str, Any]:
-    """Each scenario's record, one after another or in ``workers`` processes; the first that fails (in the
-    order given) raises its error, as a run one by one would."""
-    if workers <= 1 or len(names) <= 1:
-        out = {}
-        for name in names:
-            if progress:
-                _say(f"simulating {name} ...")
-            out[name] = run_scenario(scen.load(name), ranges=ranges, progress=progress)
-        return out
-    scs = [scen.load(n) for n in names]
+    """Each scenario's record, one after another or in ``workers`` processes (:func:`run_scenarios`); the first
+    that fails (in the order given) raises its error, as a run one by one would."""
     if progress:
-        _say(f"simulating {len(scs)} scenarios in {min(workers, len(scs))} processes ...")
+        _say(f"simulating {len(names)} scenarios in {max(1, min(workers, len(names)))} process(es) ...")
 
     def done(i: int, res: Any) -> None:
         if progress:
             _say(f"  {names[i]}" + (f": {res}" if isinstance(res, SdbenchError) else " done"))
-    results = run_scenarios(scs, workers=workers, ranges=ranges, done=done)
+    results = run_scenarios([scen.load(n) for n in names], workers=workers, ranges=ranges, done=done,
+                            progress=progress)
     for res in results:
         if isinstance(res, BaseException):
             raise res
