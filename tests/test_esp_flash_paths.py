@@ -110,7 +110,7 @@ def final_state(rec: Recording) -> dict[str, Any]:
         "erase_counts": chip.erase_counts.tolist(),
         "chip_stats": _fields(chip.stats),
         "chip_busy": (chip.busy_until_ns, chip._busy, chip._wel),
-        "random_state": chip._rng.getstate(),
+        "busy_draws": chip._draws,  # how far along its busy-time stream the chip is
         "drivers": [(d.offset_bytes, _fields(d.counters), _fields(d.stats), d._os.acquired_since_ns,
                      d._os.released_since_ns) for d in rec.drivers],
     }

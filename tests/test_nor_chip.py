@@ -1,12 +1,15 @@
 """NOR flash chip model: conformance, AND programming, strict mode, framing and busy timing."""
 from __future__ import annotations
 
+import math
+import random
 import re
 
 import pytest
 
 from sdbench.clock import VirtualClock
 from sdbench.errors import ConfigError
+from sdbench.media.sim import nor
 from sdbench.media.sim.nor import (FlashChipProfile, NorChipConfig, NorCommandError, NorFlashChip, NorProgramError,
                                    list_chip_profiles, load_chip_profile)
 from sdbench.options import option_info
@@ -182,6 +185,27 @@ def test_busy_times_are_seeded_and_clipped():
     assert max(a[:20]) <= SMALL.page_program_max_us * 1000
     assert set(_busy_times(1, "typ")[:20]) == {round(SMALL.page_program_typ_us * 1000)}
     assert set(_busy_times(1, "max")[:20]) == {round(SMALL.page_program_max_us * 1000)}
+
+
+def test_busy_factor_streams_are_the_gauss_draws_of_the_seed(monkeypatch):
+    # a chip's busy factors exp(σ z) are those of random.Random(seed).gauss, in order: shared by the chips of one
+    # seed up to the stream's cap, then each chip's own from where the shared stream stopped
+    monkeypatch.setattr(nor, "FACTOR_STREAM_CAP", 4099)  # odd: the cap leaves a pair's second half behind
+    nor.forget_busy_factors()
+    sigma = SMALL.busy_time_sigma
+    rng = random.Random("nor-busy:5")
+    expected = [math.exp(sigma * rng.gauss(0.0, 1.0)) for _ in range(10_000)]
+    chips = [chip(seed=5), chip(seed=5)]
+    for c, sizes in zip(chips, ([1, 2, 4096, 3, 5000, 1], [9000, 1, 1])):
+        got = []
+        for n in sizes:
+            values, i = c.busy_factors(n)
+            got += values[i:i + n]
+            c._draws += n
+        assert got == expected[:len(got)]
+    assert nor.shared_busy_factors(5, sigma).values == expected[:4099]
+    nor.forget_busy_factors()
+    assert _busy_times(7) == _busy_times(7)
 
 
 def test_shipped_profiles_load_with_units_in_names():

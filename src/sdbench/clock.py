@@ -222,11 +222,11 @@ class VirtualClock(Clock):
     def delta_since(self, mark: tuple[int, dict[str, int], dict[str, int], dict[str, float]]) -> "ClockDelta":
         self._fold()
         t, spent, cmds, params = mark
+        # (a bridge takes a delta per card operation: one lookup per key)
         return ClockDelta(self._now_ns - t,
-                          tuple((k, v - spent.get(k, 0)) for k, v in self._spent.items() if v != spent.get(k, 0)),
-                          tuple((k, v - cmds.get(k, 0)) for k, v in self._commands.items() if v != cmds.get(k, 0)),
-                          tuple((k, v - params.get(k, 0.0)) for k, v in self._params.items()
-                                if v != params.get(k, 0.0)))
+                          tuple([(k, v - o) for k, v in self._spent.items() if (o := spent.get(k, 0)) != v]),
+                          tuple([(k, v - o) for k, v in self._commands.items() if (o := cmds.get(k, 0)) != v]),
+                          tuple([(k, v - o) for k, v in self._params.items() if (o := params.get(k, 0.0)) != v]))
 
     @property
     def commands(self) -> dict[str, int]:

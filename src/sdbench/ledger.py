@@ -168,6 +168,8 @@ class Recording:
         self._pre: dict[tuple[str, Price | None], list[float]] = {}
         self._reads: dict[tuple[int, Any], list[int]] = {}
         self._charges: dict[tuple[str, Price | None], list[float]] = {}
+        #: each price charged, the first object of its value (charge() keeps that one)
+        self._prices: dict[Price, Price] = {}
         # runs() and end_of(): (the number of items they were made for, the items with runs folded, row label ->
         # the index after its last mark)
         self._runs: tuple[int, list[tuple[Any, ...]], dict[str, int] | None] | None = None
@@ -226,6 +228,8 @@ class Recording:
         CPU time at its own clock), ``ns`` what it was in this run."""
         if not self.live:
             return
+        if price is not None:  # one object per price: a replay prices each once, by the object
+            price = self._prices.setdefault(price, price)
         self._add(self._charges, (category, price), ns, 1)
 
     @staticmethod
@@ -320,14 +324,16 @@ def replay(rec: Recording, drivers: list[Any], clock: Any, price_ns: Callable[[P
     samples: dict[str, list[int]] = {}
     started: dict[str, int] = {}
     advance = clock.advance_ns
-    steps: dict[Price, int] = {}  # a price's charge in whole ns, priced once per replay
+    # a price's charge in whole ns, priced once per replay; by the object (Recording.charge keeps one per price,
+    # and a Price's hash would take all its fields each time)
+    steps: dict[int, int] = {}
 
     def step_of(ns: float, price: Price | None) -> int:
         if price is None:
             return int(ns + 0.5)
-        step = steps.get(price, -1)
+        step = steps.get(id(price), -1)
         if step < 0:
-            step = steps[price] = int(price_ns(price) + 0.5)
+            step = steps[id(price)] = int(price_ns(price) + 0.5)
         return step
 
     items = rec.runs()

@@ -338,8 +338,26 @@ class CardModel:
     def _ftl_write(self, offset: int, nbytes: int) -> float:
         """Account a write in the update blocks or the random-write area; returns merge time in ns."""
         p = self.p
-        cost = 0.0
         page = p.page_bytes
+        end = offset + nbytes
+        au = offset // p.au_bytes
+        st = self._open.get(au)
+        if st is not None and offset == st.end_offset and 0 < nbytes and (end - 1) // p.au_bytes == au:
+            used = st.used_bytes + nbytes
+            if -(-used // page) * page <= p.update_block_bytes:
+                # the usual write of a stream (a file written front to back): it continues its AU's update block
+                # and fits there; the loop below takes the same steps for it, one by one
+                self.nand_programmed_bytes += nbytes
+                self._log_bypassed = True
+                hi = (end - 1) // page
+                st.next_sequential = hi - au * (p.au_bytes // page) + 1
+                st.end_offset = end
+                st.used_bytes = used
+                st.pages.update(range(offset // page, hi + 1))  # type: ignore[union-attr]
+                del self._open[au]
+                self._open[au] = st  # most recently used last
+                return 0.0
+        cost = 0.0
         first_page, last_page = offset // page, (offset + nbytes - 1) // page
         pages_per_au = p.au_bytes // page
         self.nand_programmed_bytes += nbytes

@@ -43,7 +43,6 @@ erase_range`` offer to wear levelling, SPIFFS and littlefs.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar
@@ -365,9 +364,10 @@ class Esp32FlashDriver(BlockDevice):
         sigma = chip.profile.busy_time_sigma
         random_draw = timing != "typ" and timing != "max" and not sigma <= 0.0
         use_max = timing == "max"
-        gauss = chip._rng.gauss
-        exp = math.exp
         ptyp, pmax = chip._prog_typ_ns, chip._prog_max_ns
+        if random_draw:
+            factors, fi = chip.busy_factors(nprog)
+            fi0 = fi
 
         now0 = self.vclock.now_ns()
         now = now0 + OP1
@@ -395,7 +395,8 @@ class Esp32FlashDriver(BlockDevice):
             pp_bus += pp
             typ = ptyp[k]
             if random_draw and not typ <= 0.0:
-                ns = typ * exp(sigma * gauss(0.0, 1.0))
+                ns = typ * factors[fi]
+                fi += 1
                 mx = pmax[k]
                 busy = round(ns if not mx < ns else mx)
             else:
@@ -416,6 +417,8 @@ class Esp32FlashDriver(BlockDevice):
                 now = bu
             now += HB  # the next program's _wait_idle before WREN (none after the last: taken back below)
         now -= HB
+        if random_draw:
+            chip._draws += fi - fi0
         polls_total = n_idle
         waits_total = host = bus = 0
         flash = late

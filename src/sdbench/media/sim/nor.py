@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -173,6 +174,95 @@ def list_chip_profiles() -> list[str]:
     return profiles.shipped("flash")
 
 
+#: how many busy factors a shared stream keeps (about 32 bytes each: 32 MiB; the ESP-IDF protocol's flash half
+#: draws about a million); a chip that draws more goes on with its own
+FACTOR_STREAM_CAP = 1 << 20
+TWO_PI = 2.0 * math.pi
+
+
+class BusyFactors:
+    """The lognormal busy factors exp(σ z) of one seed, z the standard normal draws of ``random.Random`` seeded
+    as a chip seeds it, in draw order.  Every chip of one seed and σ in a process draws the same sequence, and a
+    protocol builds many (its runs, the range members' replays, validate's scenarios), so one list serves them
+    all (:func:`shared_busy_factors`); each chip keeps its own position.  The values are those a chip calling
+    ``gauss(0.0, 1.0)`` on its own generator would get, in the same order."""
+
+    __slots__ = ("values", "sigma", "cap", "_rng", "_lock")
+
+    def __init__(self, rng: random.Random, sigma: float, cap: int | None) -> None:
+        self.values: list[float] = []
+        self.sigma = sigma
+        self._rng = rng
+        #: how many values it keeps at most (None: a chip's own stream, past a shared one's end, unbounded)
+        self.cap = cap
+        self._lock = threading.Lock()
+
+    def grow(self, n: int) -> None:
+        """At least ``n`` values (a shared stream: up to its cap)."""
+        with self._lock:  # two threads extending at once would interleave their draws
+            have = len(self.values)
+            if have >= n or (self.cap is not None and have >= self.cap):
+                return
+            want = max(n, have + 4096)
+            if self.cap is not None:
+                want = min(want, self.cap)
+            self._draw(want - have)
+
+    def _draw(self, n: int) -> None:
+        # random.Random.gauss(0.0, 1.0) n times, its Box-Muller pairs written out (a call per value costs more
+        # than the value): two uniforms give z = cos(2πx)·r, then sin(2πx)·r, r = sqrt(-2 ln(1 - y)); the
+        # generator keeps an unused second half in gauss_next, as gauss does
+        rng, out, s = self._rng, self.values, self.sigma
+        uniform, log, sqrt, cos, sin, exp = rng.random, math.log, math.sqrt, math.cos, math.sin, math.exp
+        z = rng.gauss_next  # type: ignore[attr-defined]
+        if z is not None and n:
+            rng.gauss_next = None  # type: ignore[attr-defined]
+            out.append(exp(s * z))
+            n -= 1
+        for _ in range(n // 2):
+            x2pi = uniform() * TWO_PI
+            r = sqrt(-2.0 * log(1.0 - uniform()))
+            out.append(exp(s * (cos(x2pi) * r)))
+            out.append(exp(s * (sin(x2pi) * r)))
+        if n % 2:
+            x2pi = uniform() * TWO_PI
+            r = sqrt(-2.0 * log(1.0 - uniform()))
+            out.append(exp(s * (cos(x2pi) * r)))
+            rng.gauss_next = sin(x2pi) * r  # type: ignore[attr-defined]
+
+    def full(self) -> bool:
+        return self.cap is not None and len(self.values) >= self.cap
+
+    def continued(self, ahead: list[float]) -> "BusyFactors":
+        """A chip's own stream from a full shared one's end: ``ahead`` (the shared values the chip has not used
+        yet), then the draws that follow."""
+        rng = random.Random()
+        rng.setstate(self._rng.getstate())
+        own = BusyFactors(rng, self.sigma, None)
+        own.values = ahead
+        return own
+
+
+_shared_factors: dict[tuple[int, float], BusyFactors] = {}
+_shared_lock = threading.Lock()
+
+
+def forget_busy_factors() -> None:
+    """Drop the shared streams (a benchmark that times a first run in a process)."""
+    with _shared_lock:
+        _shared_factors.clear()
+
+
+def shared_busy_factors(seed: int, sigma: float) -> BusyFactors:
+    """The process's busy factor stream of ``seed`` and ``sigma`` (NorChipConfig.seed, busy_time_sigma)."""
+    with _shared_lock:
+        s = _shared_factors.get((seed, sigma))
+        if s is None:
+            s = _shared_factors[(seed, sigma)] = BusyFactors(random.Random(f"nor-busy:{seed}"), sigma,
+                                                            FACTOR_STREAM_CAP)
+        return s
+
+
 def load_chip_profile(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> FlashChipProfile:
     """Load a chip profile by shipped name (``w25q32jv``) or from a TOML file path."""
     return profiles.load(FlashChipProfile, "flash", str(name_or_path), overrides, what="flash chip profile")
@@ -235,7 +325,11 @@ class NorFlashChip(BlockDevice):
         #: erase cycles per 4 KiB sector (wear); never reset by stats.reset()
         self.erase_counts = np.zeros(p.capacity_bytes // SECTOR_BYTES, dtype=np.int64)
         self.stats.erase_counts = self.erase_counts  # type: ignore[attr-defined]
-        self._rng = random.Random(f"nor-busy:{self.config.seed}")
+        #: the busy factors (BusyFactors), from the first draw; the index of its values[0] among the chip's draws;
+        #: how many draws the chip has made
+        self._factors: BusyFactors | None = None
+        self._factors_base = 0
+        self._draws = 0
         self._busy_until_ns = 0
         self._busy = False
         #: the ledger key of what the chip is busy with (a wait for it is charged there)
@@ -333,7 +427,31 @@ class NorFlashChip(BlockDevice):
         sigma = self.profile.busy_time_sigma
         if sigma <= 0.0 or typ_ns <= 0.0:
             return typ_ns
-        return min(typ_ns * math.exp(sigma * self._rng.gauss(0.0, 1.0)), max_ns)
+        values, i = self.busy_factors(1)
+        self._draws += 1
+        return min(typ_ns * values[i], max_ns)
+
+    def busy_factors(self, n: int) -> tuple[list[float], int]:
+        """``(values, i)``: ``values[i:i + n]`` are the factors exp(σ z) of the chip's next ``n`` busy draws
+        (a busy time is typical x factor, clipped to the maximum).  The caller adds the number it used to
+        ``_draws``."""
+        s = self._factors
+        if s is None:
+            s = self._factors = shared_busy_factors(self.config.seed, self.profile.busy_time_sigma)
+        i = self._draws - self._factors_base
+        if i + n > len(s.values):
+            if s.full():
+                # past the shared stream's end: the chip's own, from where the shared one stopped
+                s = self._factors = s.continued(s.values[i:])
+                self._factors_base, i = self._draws, 0
+            elif s.cap is None:
+                # the chip's own stream: drop what it used
+                s.values = s.values[i:]
+                self._factors_base, i = self._draws, 0
+            s.grow(i + n)
+            if i + n > len(s.values):  # reached the shared cap just now
+                return self.busy_factors(n)
+        return s.values, i
 
     # ---- commands -------------------------------------------------------------------
     def cmd_read(self, addr: int, nbytes: int, mode: str = "fastrd", extra_dummy_clocks: int = 0) -> bytes:
