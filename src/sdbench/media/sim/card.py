@@ -357,6 +357,16 @@ class CardModel:
                 del self._open[au]
                 self._open[au] = st  # most recently used last
                 return 0.0
+        elif st is None and self._log_capacity and 0 < nbytes < p.random_max_bytes \
+                and (end - 1) // p.au_bytes == au and not self._crosses_into(au, offset):
+            entry = self._log.get(au)
+            if entry is None or entry[3] != offset or entry[4] != entry[0]:
+                # a small write into an AU that is not open, which does not continue the AU's run in the
+                # random-write area (_promote would decline): a random write, into that area (the loop below
+                # takes the same steps for it)
+                self.nand_programmed_bytes += nbytes
+                self._log_bypassed = False
+                return self._log_write(au, offset, end)
         cost = 0.0
         first_page, last_page = offset // page, (offset + nbytes - 1) // page
         pages_per_au = p.au_bytes // page
@@ -468,7 +478,9 @@ class CardModel:
         while self._log_units + units > self._log_capacity and self._log:
             cost += self._fold(next(iter(self._log)))
         # [units, pages, start of the current run of contiguous writes, where it ends, the run's units]
-        entry = self._log.setdefault(au, [0, set(), w_start, w_start, 0])
+        entry = self._log.get(au)
+        if entry is None:
+            entry = self._log[au] = [0, set(), w_start, w_start, 0]
         entry[0] += units
         entry[1].update(range(w_start // p.page_bytes, (w_end - 1) // p.page_bytes + 1))
         if entry[3] != w_start:  # a new run

@@ -639,14 +639,19 @@ class SdHostDriver(SdFatSpiSteps, SdioSteps, StreamingSteps, ReplaySupport, Bloc
         multi = count > 1 or self._multi
         name = "CMD18" if multi else "CMD17"
         t0 = self._command(name, lba)
-        for i in range(count):
-            if i == 0:
-                self._spi_wait(self.card.read_access_ns(), "sd.card.read_access_us")
-            else:
-                self._spi_wait(self.card.read_block_gap_ns(), "sd.card.read_block_gap_us")
+        if count > 0:
+            copy = self.driver == "sdspi"
+            self._spi_wait(self.card.read_access_ns(), "sd.card.read_access_us")
             self._spend(self.bus.read_block_ns(), "bus", BUS)
             # sdspi: its own transaction per block, CRC16 in software, copy out of the driver buffer
-            self._data_cpu(SECTOR, crc=True, copy=self.driver == "sdspi")
+            self._data_cpu(SECTOR, crc=True, copy=copy)
+            gap = self.card.read_block_gap_ns()
+
+            def block() -> None:  # each after the first
+                self._spi_wait(gap, "sd.card.read_block_gap_us")
+                self._spend(self.bus.read_block_ns(), "bus", BUS)
+                self._data_cpu(SECTOR, crc=True, copy=copy)
+            self._repeated(count - 1, block)
         self._event(t0, name, lba, count * SECTOR)
         if multi:
             t1 = self._command("CMD12", 0, "R1b")
@@ -661,11 +666,16 @@ class SdHostDriver(SdFatSpiSteps, SdioSteps, StreamingSteps, ReplaySupport, Bloc
 
     def _spi_write_data(self, lba: int, count: int, multi: bool) -> int:
         t0 = self._command("CMD25" if multi else "CMD24", lba)
-        for i in range(count):
+        if count > 0:
+            busy = self.card.write_block_busy_ns(True) if multi else 0.0
+
+            def block() -> None:  # one before the last: its busy follows (CMD25)
+                self._data_cpu(SECTOR, crc=True)
+                self._spend(self.bus.write_block_ns(), "bus", BUS)
+                self._spi_wait(busy, "sd.card.write_busy_block_us")
+            self._repeated(count - 1, block)
             self._data_cpu(SECTOR, crc=True)
             self._spend(self.bus.write_block_ns(), "bus", BUS)
-            if multi and i < count - 1:
-                self._spi_wait(self.card.write_block_busy_ns(True), "sd.card.write_busy_block_us")
         if multi:
             self._spend(self.bus.stop_tran_ns(), "bus", BUS)
         return t0
