@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import random
 import threading
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,8 +175,8 @@ def list_chip_profiles() -> list[str]:
     return profiles.shipped("flash")
 
 
-#: how many busy factors a shared stream keeps (about 32 bytes each: 32 MiB; the ESP-IDF protocol's flash half
-#: draws about a million); a chip that draws more goes on with its own
+#: how many busy factors a shared stream keeps (8 bytes each, 8 MiB; the ESP-IDF protocol's flash half draws
+#: about a million); a chip that draws more goes on with its own
 FACTOR_STREAM_CAP = 1 << 20
 TWO_PI = 2.0 * math.pi
 
@@ -190,7 +191,7 @@ class BusyFactors:
     __slots__ = ("values", "sigma", "cap", "_rng", "_lock")
 
     def __init__(self, rng: random.Random, sigma: float, cap: int | None) -> None:
-        self.values: list[float] = []
+        self.values = array("d")  # C doubles: the floats exactly, a quarter of a list's memory
         self.sigma = sigma
         self._rng = rng
         #: how many values it keeps at most (None: a chip's own stream, past a shared one's end, unbounded)
@@ -233,7 +234,7 @@ class BusyFactors:
     def full(self) -> bool:
         return self.cap is not None and len(self.values) >= self.cap
 
-    def continued(self, ahead: list[float]) -> "BusyFactors":
+    def continued(self, ahead: array) -> "BusyFactors":
         """A chip's own stream from a full shared one's end: ``ahead`` (the shared values the chip has not used
         yet), then the draws that follow."""
         rng = random.Random()
@@ -431,7 +432,7 @@ class NorFlashChip(BlockDevice):
         self._draws += 1
         return min(typ_ns * values[i], max_ns)
 
-    def busy_factors(self, n: int) -> tuple[list[float], int]:
+    def busy_factors(self, n: int) -> tuple[array, int]:
         """``(values, i)``: ``values[i:i + n]`` are the factors exp(σ z) of the chip's next ``n`` busy draws
         (a busy time is typical x factor, clipped to the maximum).  The caller adds the number it used to
         ``_draws``."""
