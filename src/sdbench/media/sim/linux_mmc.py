@@ -72,10 +72,7 @@ class LinuxMmcDriver(SdHostDriver):
         if self.log is not None:
             run(lba, count)
             return
-        cost = self._costs.get(key)
-        if cost is None:
-            cost = self._recorded(key, lambda: run(0, count))
-        self.vclock.charge(cost)
+        self.vclock.charge(self._recorded_cost(key, run, 0, count))
 
     def _bus_command(self, name: str, arg: int, response: str = "R1") -> None:
         """A command the controller sends within a request: bus time, no software transaction."""

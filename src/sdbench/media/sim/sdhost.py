@@ -374,10 +374,7 @@ class SdHostDriver(SdFatSpiSteps, SdioSteps, StreamingSteps, ReplaySupport, Bloc
         if self.log is None and self.driver not in STREAMING:
             unaligned = self.driver == "sdmmc" and buf_addr % self.host.dma_align_bytes != 0
             key = ("read", count, unaligned, self._multi)
-            cost = self._costs.get(key)
-            if cost is None:
-                cost = self._recorded(key, lambda: self._read_commands(0, count, buf_addr))
-            self.vclock.charge(cost)
+            self.vclock.charge(self._recorded_cost(key, self._read_commands, 0, count, buf_addr))
         else:
             self._read_commands(lba, count, buf_addr)
         # boundaries depend on where the read lies, so they stay out of the per-size cost kept above
@@ -390,6 +387,13 @@ class SdHostDriver(SdFatSpiSteps, SdioSteps, StreamingSteps, ReplaySupport, Bloc
         parts = self.card.read_boundary_parts(lba, count, SECTOR)
         self._spend(sum(ns for _, ns in parts), "card", "")
         self.vclock.attribute(parts)
+
+    def _recorded_cost(self, key: tuple[Any, ...], run: Callable[..., Any], *args: Any) -> Any:
+        """The cost kept under ``key``; the first time, ``run(*args)`` recorded (:meth:`_recorded`)."""
+        cost = self._costs.get(key)
+        if cost is None:
+            cost = self._recorded(key, lambda: run(*args))
+        return cost
 
     def _recorded(self, key: tuple[Any, ...], run: Callable[[], Any]) -> Any:
         """The cost of ``run`` (host, bus and fixed card time only: nothing that reads the card's state or the
@@ -459,10 +463,7 @@ class SdHostDriver(SdFatSpiSteps, SdioSteps, StreamingSteps, ReplaySupport, Bloc
         unaligned = self.driver == "sdmmc" and buf_addr % self.host.dma_align_bytes != 0
         if self._fast() and not unaligned:
             multi = count > 1 or self._multi
-            key = ("write", count, multi)
-            cost = self._costs.get(key)
-            if cost is None:
-                cost = self._recorded(key, lambda: self._write_commands(0, count, multi))
+            cost = self._recorded_cost(("write", count, multi), self._write_commands, 0, count, multi)
             t0 = self.vclock.now_ns()
             self.vclock.charge(cost)
             self._write_done(t0, lba, count, multi)
@@ -472,10 +473,7 @@ class SdHostDriver(SdFatSpiSteps, SdioSteps, StreamingSteps, ReplaySupport, Bloc
                 multi = self._multi
                 bounce = None
                 if self._fast():  # a sector's copy, command and data cost the same every time: recorded once
-                    key = ("write-bounce", multi)
-                    bounce = self._costs.get(key)
-                    if bounce is None:
-                        bounce = self._recorded(key, lambda: self._bounce_write_data(0, multi))
+                    bounce = self._recorded_cost(("write-bounce", multi), self._bounce_write_data, 0, multi)
                 for i in range(count):
                     if bounce is None:
                         self._bounce_write_data(lba + i, multi)
@@ -542,10 +540,7 @@ class SdHostDriver(SdFatSpiSteps, SdioSteps, StreamingSteps, ReplaySupport, Bloc
             self._stream_erase(lba, count, kind)
             return
         if self._fast():
-            key = ("erase", kind)
-            cost = self._costs.get(key)
-            if cost is None:
-                cost = self._recorded(key, lambda: self._erase_commands(0, 0, kind))
+            cost = self._recorded_cost(("erase", kind), self._erase_commands, 0, 0, kind)
             t0 = self.vclock.now_ns()
             self.vclock.charge(cost)
         else:
@@ -582,10 +577,7 @@ class SdHostDriver(SdFatSpiSteps, SdioSteps, StreamingSteps, ReplaySupport, Bloc
         if not self._fast():
             self._status_command()
             return
-        cost = self._costs.get(_STATUS_KEY)
-        if cost is None:
-            cost = self._recorded(_STATUS_KEY, self._status_command)
-        self.vclock.charge(cost)
+        self.vclock.charge(self._recorded_cost(_STATUS_KEY, self._status_command))
 
     def _status_command(self) -> None:
         t0 = self._command("CMD13", 0, "R2")

@@ -23,14 +23,13 @@ class SdFatSpiSteps:
     Relies on the driver's attributes annotated below (``_ready_at_ns``, ``_ready_parts``: the busy the last write
     stream's stop began, polled out by the next command; ``_spi_active``: the card is selected), its time helpers
     ``_spend``, ``_sw``, ``_sw_mix``, ``_waited``, ``_repeated``, ``_event`` and ``_log_only``, its recorded costs
-    (``_recorded``, ``_costs``) and the streaming steps ``_streams``, ``_continues``, ``_stream_left`` and
+    (``_recorded_cost``) and the streaming steps ``_streams``, ``_continues``, ``_stream_left`` and
     ``_fifo_overrun_cycles`` (:class:`~.sdhost_streaming.StreamingSteps`)."""
 
     host: HostProfile
     bus: SdBus
     card: CardModel
     vclock: VirtualClock
-    _costs: dict[tuple[Any, ...], Any]
     _multi: bool
     _stream: _Stream | None
     _ready_at_ns: float
@@ -89,11 +88,7 @@ class SdFatSpiSteps:
 
     def _sf_block(self, single_bytes: int) -> None:
         """:meth:`_sf_block_steps`, its cost recorded once per driver (it depends on the profiles only)."""
-        key = ("sf-block", single_bytes)
-        cost = self._costs.get(key)
-        if cost is None:
-            cost = self._recorded(key, lambda: self._sf_block_steps(single_bytes))
-        self.vclock.charge(cost)
+        self.vclock.charge(self._recorded_cost(("sf-block", single_bytes), self._sf_block_steps, single_bytes))
 
     def _sf_block_steps(self, single_bytes: int) -> None:
         """One block's transfer after its wait: ``single_bytes`` single-byte calls (token, CRC, data response)

@@ -24,7 +24,7 @@ class SdioSteps:
 
     Relies on the driver's attributes annotated below (``_rca_arg``: the card's address in a command's
     argument), its time helpers ``_spend``, ``_sw``, ``_sw_mix``, ``_waited``, ``_repeated``, ``_command``,
-    ``_event`` and ``_log_only``, its recorded costs (``_recorded``, ``_costs``) and the streaming steps
+    ``_event`` and ``_log_only``, its recorded costs (``_recorded_cost``) and the streaming steps
     ``_streams``, ``_continues``, ``_stream_left`` and ``_fifo_overrun_cycles``
     (:class:`~.sdhost_streaming.StreamingSteps`)."""
 
@@ -32,7 +32,6 @@ class SdioSteps:
     bus: SdBus
     card: CardModel
     vclock: VirtualClock
-    _costs: dict[tuple[Any, ...], Any]
     _multi: bool
     _stream: _Stream | None
     _rca_arg: int
@@ -159,11 +158,7 @@ class SdioSteps:
 
     def _sdio_block(self, bus_ns: float) -> None:
         """:meth:`_sdio_block_steps`, its cost recorded once per driver and bus time (reads, writes)."""
-        key = ("sdio-block", bus_ns)
-        cost = self._costs.get(key)
-        if cost is None:
-            cost = self._recorded(key, lambda: self._sdio_block_steps(bus_ns))
-        self.vclock.charge(cost)
+        self.vclock.charge(self._recorded_cost(("sdio-block", bus_ns), self._sdio_block_steps, bus_ns))
 
     def _sdio_block_steps(self, bus_ns: float) -> None:
         """One block on the bus (``bus_ns``: reads at ``read_clock_ratio`` of the bus clock) and the CPU's work
