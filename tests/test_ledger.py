@@ -85,3 +85,27 @@ def test_trace_ledger_prints_tables(capsys):
     assert "| parameter | value | per call | ms per call | share |" in out
     assert "sd.card.write_busy_block_us" in out and "µs" in out
     assert main(["trace", "p2-spi25-350mhz-pny-16gb", "--ledger", "--row", "no such row"]) == 2
+
+
+def test_a_pricer_charges_as_advance_priced_does_and_a_recording_sees_it():
+    from sdbench.ledger import Price, Recording
+    price = Price("sd.host", "fs_call_cycles")
+    steps = [(1234.4, price), (0.3, price), (99.5, None), (0.0, None)]
+    plain, fast = VirtualClock(), VirtualClock()
+    for ns, p in steps * 3:
+        plain.advance_priced(ns, "host", p)
+        fast.pricer(ns, "host", p)()
+    assert fast.now_ns() == plain.now_ns() == 3 * (1234 + 100)
+    assert fast.breakdown_ns() == plain.breakdown_ns()
+    assert fast.ledger_ns() == plain.ledger_ns()
+    # while the clock carries a recording every call reaches it, as advance_priced's do
+    rec, ref = Recording(), Recording()
+    rec.start()
+    ref.start()
+    fast.recording, plain.recording = rec, ref
+    fast.pricer(500.0, "host", price)()
+    plain.advance_priced(500.0, "host", price)
+    assert rec._charges and rec._charges == ref._charges
+    assert fast.ledger_ns() == plain.ledger_ns()
+    with pytest.raises(Exception):
+        VirtualClock().pricer(-1.0, "host", price)()

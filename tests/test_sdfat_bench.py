@@ -420,3 +420,16 @@ def test_sdfat_cache_reads_a_sector_a_write_rewrites_in_part():
         g.close()
     finally:
         fs.unmount()
+
+
+@pytest.mark.parametrize("buf", [64, 100, 511])
+def test_calls_inside_the_cached_sector_take_the_short_path_with_the_same_results(monkeypatch, buf):
+    # small calls (the 64-byte BUF_SIZE: millions in a 100 MB pass) are served inside SdFat's cached sector by a
+    # short path; it must give the record the general path gives, ranges (re-priced from a recording) included
+    from sdbench.workloads.sdfatfile import SdFatFile
+    sc = scen.load("pico2-sdfat-sdio-150mhz-64b", ["sdfat_bench.file_bytes=65536", f"sdfat_bench.buf_bytes={buf}"])
+    short = run_scenario(sc, ranges=True)
+    monkeypatch.setattr(SdFatFile, "small_call_path", False)
+    general = run_scenario(sc, ranges=True)
+    assert short.rows == general.rows
+    assert short.metadata == general.metadata

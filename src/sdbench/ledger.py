@@ -21,6 +21,7 @@ whose requests follow the clock (a data logger paced by its record rate), makes 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Callable
 
 from .errors import InternalError
@@ -121,9 +122,10 @@ class Price:
     #: its entry in the clock's cost ledger when that is not ``section.field`` (a scenario's own cycle count)
     name: str = ""
 
-    @property
+    @cached_property
     def key(self) -> str:
-        """Its entry in the clock's cost ledger (VirtualClock.ledger_ns)."""
+        """Its entry in the clock's cost ledger (VirtualClock.ledger_ns; kept: a charge above the drivers asks
+        for it every time)."""
         return self.name or f"{self.section}.{self.field}"
 
     def ns(self, profile: Any) -> float:

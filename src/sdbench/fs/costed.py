@@ -10,7 +10,7 @@ rename, truncate) are not charged.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ..clock import VirtualClock
 from ..ledger import Price
@@ -18,10 +18,15 @@ from .base import File, FileSystem, FileSystemWrapper
 
 
 class CostedFile(File):
+    """A file of a :class:`CostedFileSystem`.  ``charge_call()`` charges one read()/write() call without passing
+    it on: for a layer above that serves the call itself and moves sectors through ``inner`` (SdFat's sector
+    cache in the SdFat bench)."""
+
     def __init__(self, fs: "CostedFileSystem", inner: File) -> None:
         super().__init__(fs, inner.path, inner.mode)
         self.inner = inner
         self._fs = fs
+        self.charge_call = fs.charge
 
     def read(self, size: int = -1, *, buf_addr: int = 0) -> bytes:
         self._fs.charge()
@@ -30,11 +35,6 @@ class CostedFile(File):
     def write(self, data: bytes, *, buf_addr: int = 0) -> int:
         self._fs.charge()
         return self.inner.write(data, buf_addr=buf_addr)
-
-    def charge_call(self) -> None:
-        """Charge one read()/write() call without passing it on: a layer above that serves the call itself and
-        moves sectors through ``inner`` (SdFat's sector cache in the SdFat bench)."""
-        self._fs.charge()
 
     def seek(self, offset: int, whence: int = 0) -> int:
         return self.inner.seek(offset, whence)
@@ -66,9 +66,8 @@ class CostedFileSystem(FileSystemWrapper):
         super().__init__(inner)
         self.clock, self.call_ns, self.open_ns = clock, call_ns, open_ns
         self.call_price, self.open_price = call_price, open_price
-
-    def charge(self) -> None:
-        self.clock.advance_priced(self.call_ns, "host", self.call_price)
+        #: charges one call (a function of no arguments, made once: a run of small calls makes millions)
+        self.charge: Callable[[], None] = clock.pricer(call_ns, "host", call_price)
 
     def _open(self, path: str, mode: str) -> File:
         self.clock.advance_priced(self.open_ns, "host", self.open_price)

@@ -10,6 +10,7 @@ it with an error of a volume left half-way.
 """
 from __future__ import annotations
 
+import _signal
 import signal
 import threading
 from typing import Any
@@ -24,24 +25,30 @@ def pending() -> bool:
     return _State.pending
 
 
+_MAIN_THREAD_ID = threading.main_thread().ident
+_SIGINT = int(signal.SIGINT)
+_DEFAULT_INT_HANDLER = signal.default_int_handler
+
+
 def _defer(signum: int, frame: Any) -> None:
     _State.pending = True
 
 
 class DeferredSigint:
     """Around one library call. Only Python's own SIGINT handler in the main thread is replaced (an ignored
-    SIGINT stays ignored; a call inside another keeps the outer one's handler)."""
+    SIGINT stays ignored; a call inside another keeps the outer one's handler).  FatFs calls come by the hundred
+    thousand in a protocol run: the handler is read and set through ``_signal`` (what ``signal.getsignal`` and
+    ``signal.signal`` call, without their conversions to enums) and the thread compared by its id."""
 
     def __enter__(self) -> "DeferredSigint":
         self.previous: Any = None
-        if threading.current_thread() is threading.main_thread() and \
-                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            self.previous = signal.signal(signal.SIGINT, _defer)
+        if threading.get_ident() == _MAIN_THREAD_ID and _signal.getsignal(_SIGINT) is _DEFAULT_INT_HANDLER:
+            self.previous = _signal.signal(_SIGINT, _defer)
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+            _signal.signal(_SIGINT, self.previous)
         if _State.pending:
             _State.pending = False
             raise KeyboardInterrupt

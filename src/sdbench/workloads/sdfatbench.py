@@ -354,10 +354,14 @@ def _copy_charge(built: Any, clock: Any) -> Callable[[int], None]:
     if parts is None or not isinstance(clock, VirtualClock):
         return lambda n: None
     host = parts.host
+    charges: dict[int, Callable[[], None]] = {}  # by n: a 64-byte BUF_SIZE makes millions of the same copy
 
     def copy(n: int) -> None:
-        price = Price("sd.host", "copy_cycles_per_byte", n)
-        clock.advance_priced(price.ns(host), "host", price)
+        charge = charges.get(n)
+        if charge is None:
+            price = Price("sd.host", "copy_cycles_per_byte", n)
+            charge = charges[n] = clock.pricer(price.ns(host), "host", price)
+        charge()
     return copy
 
 

@@ -37,6 +37,10 @@ class SdFatFile:
     ``charge_call`` charges one call); ``copy``: charges the copy of n bytes into or out of the cache;
     ``preallocated``: the file was pre-allocated (SdFat's FILE_FLAG_PREALLOCATE)."""
 
+    #: True: a call inside the cached sector (most calls of a small BUF_SIZE) takes a short path of the same
+    #: charges and copy; False: every call takes the general one (the reference tests hold the short path to)
+    small_call_path = True
+
     def __init__(self, costed: Any, copy: Callable[[int], None], *, preallocated: bool) -> None:
         self._costed = costed
         self._f = getattr(costed, "inner", costed)     # FatFs itself: no per-call charge of its own
@@ -46,9 +50,21 @@ class SdFatFile:
         self._cache = bytearray(SECTOR)
         self._cached = -1          # file-relative sector index in the cache, -1 = none
         self._dirty = False
+        self._charge_call: Callable[[], None] | None = getattr(costed, "charge_call", None)
 
     # ---- the file calls -----------------------------------------------------------------------------
     def write(self, data: bytes, *, buf_addr: int = 0) -> int:
+        pos, n = self._pos, len(data)
+        off = pos % SECTOR
+        if self.small_call_path and 0 < n and off + n < SECTOR and pos // SECTOR == self._cached:
+            # within the cached sector without filling it (most calls of a small BUF_SIZE): the copy alone
+            if self._charge_call is not None:
+                self._charge_call()
+            self._cache[off:off + n] = data
+            self._copy(n)
+            self._dirty = True
+            self._pos = pos + n
+            return n
         self._charge()
         view = memoryview(data)
         done, n = 0, len(data)
@@ -73,6 +89,16 @@ class SdFatFile:
         return n
 
     def read(self, size: int, *, buf_addr: int = 0) -> bytes:
+        pos = self._pos
+        off = pos % SECTOR
+        if (self.small_call_path and 0 < size and off + size <= SECTOR and pos // SECTOR == self._cached
+                and pos + size <= self._size()):
+            # within the cached sector (most calls of a small BUF_SIZE): the copy alone
+            if self._charge_call is not None:
+                self._charge_call()
+            self._copy(size)
+            self._pos = pos + size
+            return bytes(self._cache[off:off + size])
         self._charge()
         size = max(0, min(size, self._size() - self._pos))
         out = bytearray(size)
@@ -110,9 +136,8 @@ class SdFatFile:
 
     # ---- the cache -----------------------------------------------------------------------------------
     def _charge(self) -> None:
-        charge = getattr(self._costed, "charge_call", None)
-        if charge is not None:
-            charge()
+        if self._charge_call is not None:
+            self._charge_call()
 
     def _size(self) -> int:
         return self._f._file_size()
