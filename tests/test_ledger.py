@@ -109,3 +109,13 @@ def test_a_pricer_charges_as_advance_priced_does_and_a_recording_sees_it():
     assert fast.ledger_ns() == plain.ledger_ns()
     with pytest.raises(Exception):
         VirtualClock().pricer(-1.0, "host", price)()
+
+
+def test_a_price_keeps_its_hash_but_never_sends_it_to_another_process():
+    import pickle
+    from sdbench.ledger import Price
+    p = Price("sd.host", "copy_cycles_per_byte", 64)
+    assert hash(p) == hash(Price("sd.host", "copy_cycles_per_byte", 64.0))
+    assert "_hash" in vars(p)
+    back = pickle.loads(pickle.dumps(p))
+    assert back == p and "_hash" not in vars(back) and hash(back) == hash(p)

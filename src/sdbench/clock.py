@@ -146,23 +146,29 @@ class VirtualClock(Clock):
             rec.depth -= 1
         rec.charge(ns, category, price)
 
-    def pricer(self, ns: float, category: str, price: Any) -> Callable[[], None]:
-        """``advance_priced(ns, category, price)`` as a function of no arguments, for a charge made very often
-        (a file call's cost: millions in a run of small calls): the step and the ledger key are worked out once.
-        While the clock carries a recording it is plain advance_priced, so a recording sees every charge."""
+    def pricer(self, ns: float, category: str, price: Any) -> Callable[..., None]:
+        """``advance_priced(ns, category, price)`` as a function (of ``times``: that many in a row; default one)
+        for a charge made very often
+        (a file call's cost: millions in a run of small calls): the step and the ledger key are worked out once;
+        a recording the clock carries gets the charge as from advance_priced."""
         if not 0 <= ns < MAX_STEP_NS:
-            return lambda: self.advance_priced(ns, category, price)  # raises as advance_ns does
+            return lambda times=1: self.advance_priced(ns, category, price)  # raises as advance_ns does
         step = int(ns + 0.5)
         param = price.key if price is not None else UNATTRIBUTED + category
         spent, params = self._spent, self._params
+        keyed: list[Any] = [None, None]  # the recording last charged and its key for this charge
 
-        def advance() -> None:
-            if self.recording is not None:
-                self.advance_priced(ns, category, price)
-            elif step:
-                self._now_ns += step
-                spent[category] = spent.get(category, 0) + step
-                params[param] = params.get(param, 0.0) + step
+        def advance(times: int = 1) -> None:
+            if step:
+                total = step * times  # ``times`` charges in a row: nothing reads the clock between them
+                self._now_ns += total
+                spent[category] = spent.get(category, 0) + total
+                params[param] = params.get(param, 0.0) + total
+            rec = self.recording
+            if rec is not None and not rec.depth:
+                if keyed[0] is not rec:
+                    keyed[0], keyed[1] = rec, rec.charge_key(category, price)
+                rec.charge_keyed(keyed[1], ns, times)
         return advance
 
     def advance_us(self, us: float, category: str = "other") -> None:

@@ -122,6 +122,18 @@ class Price:
     #: its entry in the clock's cost ledger when that is not ``section.field`` (a scenario's own cycle count)
     name: str = ""
 
+    def __hash__(self) -> int:
+        # kept: a recording looks its charges up by price, millions of times in a run of small file calls
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.section, self.field, self.mult, self.name))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict[str, Any]:
+        # not the kept hash: a string's hash differs from one process to the next
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     @cached_property
     def key(self) -> str:
         """Its entry in the clock's cost ledger (VirtualClock.ledger_ns; kept: a charge above the drivers asks
@@ -233,6 +245,23 @@ class Recording:
         if price is not None:  # one object per price: a replay prices each once, by the object
             price = self._prices.setdefault(price, price)
         self._add(self._charges, (category, price), ns, 1)
+
+    def charge_key(self, category: str, price: Price | None) -> tuple[str, Price | None]:
+        """The key :meth:`charge` files a charge of ``price`` to ``category`` under, for :meth:`charge_keyed`."""
+        if price is not None:
+            price = self._prices.setdefault(price, price)
+        return (category, price)
+
+    def charge_keyed(self, key: tuple[str, Price | None], ns: float, times: int = 1) -> None:
+        """``times`` :meth:`charge` calls with their key (:meth:`charge_key`) worked out once, for a charge made
+        very often."""
+        if not self.live:
+            return
+        entry = self._charges.get(key)
+        if entry is not None and entry[0] == ns:
+            entry[1] += times
+        else:
+            self._add(self._charges, key, ns, times)
 
     @staticmethod
     def _add(table: dict[tuple[str, Price | None], list[float]], key: tuple[str, Price | None], ns: float,

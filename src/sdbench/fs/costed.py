@@ -66,8 +66,9 @@ class CostedFileSystem(FileSystemWrapper):
         super().__init__(inner)
         self.clock, self.call_ns, self.open_ns = clock, call_ns, open_ns
         self.call_price, self.open_price = call_price, open_price
-        #: charges one call (a function of no arguments, made once: a run of small calls makes millions)
-        self.charge: Callable[[], None] = clock.pricer(call_ns, "host", call_price)
+        #: charges one call, or ``charge(n)`` n calls in a row (VirtualClock.pricer: made once, a run of small calls
+        #: makes millions)
+        self.charge: Callable[..., None] = clock.pricer(call_ns, "host", call_price)
 
     def _open(self, path: str, mode: str) -> File:
         self.clock.advance_priced(self.open_ns, "host", self.open_price)

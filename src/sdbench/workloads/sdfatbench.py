@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..clock import VirtualClock
-from ..errors import ConfigError, SdbenchError
+from ..errors import ConfigError, InternalError, SdbenchError
 from ..fs.fat import plan_volume, volume_capacity_bytes
 from ..ledger import Price
 from ..media.linux import AlignedBuffer
@@ -306,10 +306,12 @@ def run(sc: Any, built: Any, ctx: Context) -> Iterator[Row]:
 
 
 def _timed_pass(ctx: Context, timer: Any, op: str, cfg: SdFatBenchConfig, buf: int, call: Callable[[], int],
-                sync: Callable[[], None] | None) -> dict[str, Any]:
+                sync: Callable[[], None] | None,
+                short: Callable[[int], tuple[int, int]] | None = None) -> dict[str, Any]:
     """One pass as the sketch times it: bench: millis() around the loop (and the sync), micros() around each
     call; sdio-demo: micros() around the loop.  ``call`` does one read or write and returns the file position
-    after it."""
+    after it; ``short(limit)`` (on a virtual clock), up to ``limit`` calls at once while each costs the same fixed
+    charges and nothing else: how many, and the file position before them (0 calls: the next goes to ``call``)."""
     now = ctx.clock.now_ns
     n = cfg.calls_of(buf)
     if cfg.sketch == "sdio-demo":
@@ -327,17 +329,36 @@ def _timed_pass(ctx: Context, timer: Any, op: str, cfg: SdFatBenchConfig, buf: i
 
     def body() -> int:
         t = now() // 1_000_000
-        for _ in range(n):
+        i = 0
+        while i < n:
+            if short is not None:
+                t0 = now()
+                k, p0 = short(n - i)
+                if k:
+                    # k calls of the same steps, d ns each: what micros() read around each of them
+                    d, rest = divmod(now() - t0, k)
+                    if rest:
+                        raise InternalError(f"{k} short calls took {now() - t0} ns, not the same steps each")
+                    lat.extend([(t0 + (j + 1) * d) // 1000 - (t0 + j * d) // 1000 for j in range(k)])
+                    pos.extend(range(p0 + buf, p0 + (k + 1) * buf, buf))
+                    i += k
+                    continue
             m = now() // 1000
             p = call()
             lat.append(now() // 1000 - m)
             pos.append(p)
+            i += 1
         if sync is not None:
             sync()
         return now() // 1_000_000 - t
 
     ms = timer.time(body)
     return pass_figures(op, lat, pos, ms, cfg.moved_bytes)
+
+
+def _ends_a_line(last_byte: int) -> bool:
+    """The sketch's check of a read buffer's last byte (see _check_read)."""
+    return last_byte == 0x0A
 
 
 def _check_read(data: bytes, buf_bytes: int, offset: int) -> None:
@@ -347,21 +368,21 @@ def _check_read(data: bytes, buf_bytes: int, offset: int) -> None:
         raise SdbenchError(f"data check error at offset {offset}")
 
 
-def _copy_charge(built: Any, clock: Any) -> Callable[[int], None]:
+def _copy_charge(built: Any, clock: Any) -> Callable[..., None]:
     """Charges the CPU's copy of n bytes into or out of SdFat's sector cache (the host's copy_cycles_per_byte;
-    nothing on a stack with no simulated host)."""
+    ``times``: that many copies in a row; nothing on a stack with no simulated host)."""
     parts = built.sd_parts
     if parts is None or not isinstance(clock, VirtualClock):
-        return lambda n: None
+        return lambda n, times=1: None
     host = parts.host
     charges: dict[int, Callable[[], None]] = {}  # by n: a 64-byte BUF_SIZE makes millions of the same copy
 
-    def copy(n: int) -> None:
+    def copy(n: int, times: int = 1) -> None:
         charge = charges.get(n)
         if charge is None:
             price = Price("sd.host", "copy_cycles_per_byte", n)
             charge = charges[n] = clock.pricer(price.ns(host), "host", price)
-        charge()
+        charge(times)
     return copy
 
 
@@ -403,6 +424,7 @@ def _bench_fat(fs: Any, cfg: SdFatBenchConfig, ctx: Context, rows: _Rows, copy: 
     """One loop() of examples/bench over FatFs, the calls as SdFat makes them (:class:`SdFatFile`)."""
     buf = cfg.buf_bytes
     pattern = sdfat_pattern(buf)
+    virtual = isinstance(ctx.clock, VirtualClock)  # on a wall clock every call is timed as it runs
     for k in range(cfg.write_passes):
         f = fs.open(FAT_FILE, "r+" if cfg.pre_allocate else "w")
         sf = SdFatFile(f, copy, preallocated=cfg.pre_allocate)
@@ -416,7 +438,12 @@ def _bench_fat(fs: Any, cfg: SdFatBenchConfig, ctx: Context, rows: _Rows, copy: 
             sf.sync()
             f.close()
 
-        rows.passes["write"].append(_timed_pass(ctx, rows.timer("write", k, buf), "write", cfg, buf, write, sync))
+        def short_writes(limit: int, sf: SdFatFile = sf) -> tuple[int, int]:
+            at = sf.tell()
+            return sf.short_writes(pattern, limit), at
+
+        rows.passes["write"].append(_timed_pass(ctx, rows.timer("write", k, buf), "write", cfg, buf, write, sync,
+                                                short_writes if virtual else None))
     f = fs.open(FAT_FILE, "r")
     try:
         sf = SdFatFile(f, copy, preallocated=False)
@@ -428,7 +455,12 @@ def _bench_fat(fs: Any, cfg: SdFatBenchConfig, ctx: Context, rows: _Rows, copy: 
                 _check_read(sf.read(buf, buf_addr=BUF_ADDR), buf, at)
                 return sf.tell()
 
-            rows.passes["read"].append(_timed_pass(ctx, rows.timer("read", k, buf), "read", cfg, buf, read, None))
+            def short_reads(limit: int, sf: SdFatFile = sf) -> tuple[int, int]:
+                at = sf.tell()
+                return sf.short_reads(buf, limit, _ends_a_line), at
+
+            rows.passes["read"].append(_timed_pass(ctx, rows.timer("read", k, buf), "read", cfg, buf, read, None,
+                                                   short_reads if virtual else None))
     finally:
         f.close()
 

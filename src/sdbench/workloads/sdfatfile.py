@@ -34,14 +34,15 @@ class SdFatFile:
     """SdFat's read()/write() over a FatFs file (its cache, its direct transfers), at a position of its own.
 
     ``costed``: the file as the stack's filesystem opened it (a CostedFile on a simulated host: its
-    ``charge_call`` charges one call); ``copy``: charges the copy of n bytes into or out of the cache;
+    ``charge_call`` charges one call, ``charge_call(k)`` k in a row); ``copy``: ``copy(n)`` charges the copy of n
+    bytes into or out of the cache, ``copy(n, k)`` k such copies in a row;
     ``preallocated``: the file was pre-allocated (SdFat's FILE_FLAG_PREALLOCATE)."""
 
     #: True: a call inside the cached sector (most calls of a small BUF_SIZE) takes a short path of the same
     #: charges and copy; False: every call takes the general one (the reference tests hold the short path to)
     small_call_path = True
 
-    def __init__(self, costed: Any, copy: Callable[[int], None], *, preallocated: bool) -> None:
+    def __init__(self, costed: Any, copy: Callable[..., None], *, preallocated: bool) -> None:
         self._costed = costed
         self._f = getattr(costed, "inner", costed)     # FatFs itself: no per-call charge of its own
         self._copy = copy
@@ -50,7 +51,7 @@ class SdFatFile:
         self._cache = bytearray(SECTOR)
         self._cached = -1          # file-relative sector index in the cache, -1 = none
         self._dirty = False
-        self._charge_call: Callable[[], None] | None = getattr(costed, "charge_call", None)
+        self._charge_call: Callable[..., None] | None = getattr(costed, "charge_call", None)
 
     # ---- the file calls -----------------------------------------------------------------------------
     def write(self, data: bytes, *, buf_addr: int = 0) -> int:
@@ -121,6 +122,48 @@ class SdFatFile:
             self._pos += k
             done += k
         return bytes(out)
+
+    def short_writes(self, data: bytes, limit: int) -> int:
+        """Up to ``limit`` calls of ``write(data)`` in a row, as many as take the short path (inside the cached
+        sector without filling it), done at once: the same cache, position and charges, the charges of each kind
+        summed (VirtualClock.pricer), for a caller on a virtual clock that reads it only before and after.
+        Returns how many (0: the next call takes the general path)."""
+        n, pos = len(data), self._pos
+        if not self.small_call_path or n <= 0 or pos // SECTOR != self._cached:
+            return 0
+        off = pos % SECTOR
+        k = min(limit, (SECTOR - 1 - off) // n)
+        if k <= 0:
+            return 0
+        if self._charge_call is not None:
+            self._charge_call(k)
+        self._cache[off:off + k * n] = data * k
+        self._copy(n, k)
+        self._dirty = True
+        self._pos = pos + k * n
+        return k
+
+    def short_reads(self, size: int, limit: int, ok: Callable[[int], bool]) -> int:
+        """Up to ``limit`` calls of ``read(size)`` in a row that take the short path (inside the cached sector and
+        the file) and whose data pass ``ok(last byte)``, done at once as :meth:`short_writes`; returns how many
+        (0: the next call takes the general path, which also tells a failed check)."""
+        pos = self._pos
+        if not self.small_call_path or size <= 0 or pos // SECTOR != self._cached:
+            return 0
+        off = pos % SECTOR
+        k = min(limit, (SECTOR - off) // size, (self._size() - pos) // size)
+        cache = self._cache
+        for j in range(max(k, 0)):
+            if not ok(cache[off + (j + 1) * size - 1]):
+                k = j
+                break
+        if k <= 0:
+            return 0
+        if self._charge_call is not None:
+            self._charge_call(k)
+        self._copy(size, k)
+        self._pos = pos + k * size
+        return k
 
     def seek(self, offset: int) -> int:
         self._pos = offset
