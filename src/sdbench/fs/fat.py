@@ -265,9 +265,12 @@ class _FatDisk(_FfDisk):
                 self.pos += count
         try:
             step = self.max_bytes or count
-            data = b"".join(self._read(sector + off // FF_SECTOR, min(step, count - off) // FF_SECTOR,
-                                      buf_addr=addr + off if addr else 0)
-                            for off in range(0, count, step))
+            if step >= count:  # one device read (FatFs' sector buffer: one sector)
+                data = self._read(sector, count // FF_SECTOR, buf_addr=addr)
+            else:
+                data = b"".join(self._read(sector + off // FF_SECTOR, min(step, count - off) // FF_SECTOR,
+                                          buf_addr=addr + off if addr else 0)
+                                for off in range(0, count, step))
             if self._in_fat1(sector, count):
                 self._fat_seen[sector] = data
             return list(data)
