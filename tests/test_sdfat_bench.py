@@ -433,3 +433,35 @@ def test_calls_inside_the_cached_sector_take_the_short_path_with_the_same_result
     general = run_scenario(sc, ranges=True)
     assert short.rows == general.rows
     assert short.metadata == general.metadata
+
+
+def test_short_reads_stop_before_a_call_whose_check_fails():
+    # the sketch checks each read buffer's last byte: a batch of short reads must leave a failing call to the
+    # general path, which raises at its offset
+    from sdbench.clock import VirtualClock
+    from sdbench.fs.costed import CostedFileSystem
+    from sdbench.fs.fat import FatConfig, FatFileSystem
+    from sdbench.media import MemoryDevice
+    from sdbench.workloads.sdfatbench import _check_read, _ends_a_line
+    from sdbench.workloads.sdfatfile import SdFatFile
+    clock = VirtualClock()
+    fs = CostedFileSystem(FatFileSystem(MemoryDevice.of_size(32 << 20), FatConfig(fat_type="fat16")), clock, 1000.0)
+    fs.format()
+    fs.mount()
+    line = b"x" * 63 + b"\n"
+    data = bytearray(line * 16)
+    data[5 * 64 + 63] = ord("?")  # the sixth 64-byte call's last byte
+    with fs.open("/a.bin", "w") as f:
+        f.write(bytes(data))
+    f = fs.open("/a.bin", "r")
+    sf = SdFatFile(f, lambda n, times=1: None, preallocated=False)
+    _check_read(sf.read(64), 64, 0)                 # the general path reads the sector into the cache
+    assert sf.short_reads(64, 100, _ends_a_line) == 4  # calls 2-5; the sixth fails its check
+    t = clock.now_ns()
+    assert sf.tell() == 5 * 64
+    at = sf.tell()
+    with pytest.raises(SdbenchError, match="data check error at offset 320"):
+        _check_read(sf.read(64), 64, at)
+    assert clock.now_ns() == t + 1000               # one call charged
+    f.close()
+    fs.unmount()

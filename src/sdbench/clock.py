@@ -147,10 +147,9 @@ class VirtualClock(Clock):
         rec.charge(ns, category, price)
 
     def pricer(self, ns: float, category: str, price: Any) -> Callable[..., None]:
-        """``advance_priced(ns, category, price)`` as a function (of ``times``: that many in a row; default one)
-        for a charge made very often
-        (a file call's cost: millions in a run of small calls): the step and the ledger key are worked out once;
-        a recording the clock carries gets the charge as from advance_priced."""
+        """``advance_priced(ns, category, price)`` as a function, for a charge made very often (a file call's
+        cost: millions in a run of small calls); ``f(times)`` makes that many in a row.  The step and the ledger
+        key are worked out once; a recording the clock carries gets each charge as from advance_priced."""
         if not 0 <= ns < MAX_STEP_NS:
             return lambda times=1: self.advance_priced(ns, category, price)  # raises as advance_ns does
         step = int(ns + 0.5)

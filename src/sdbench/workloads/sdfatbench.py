@@ -375,7 +375,7 @@ def _copy_charge(built: Any, clock: Any) -> Callable[..., None]:
     if parts is None or not isinstance(clock, VirtualClock):
         return lambda n, times=1: None
     host = parts.host
-    charges: dict[int, Callable[[], None]] = {}  # by n: a 64-byte BUF_SIZE makes millions of the same copy
+    charges: dict[int, Callable[..., None]] = {}  # by n: a 64-byte BUF_SIZE makes millions of the same copy
 
     def copy(n: int, times: int = 1) -> None:
         charge = charges.get(n)
