@@ -113,3 +113,36 @@ def test_ctrl_c_stops_a_run_inside_the_filesystem_library(argv, tmp_path):
             p.wait()
     assert rc == 130, err
     assert "Traceback" not in err and "Exception ignored" not in err and "internal error" not in err, err
+
+
+def test_a_process_forked_from_another_thread_still_defers_ctrl_c():
+    # after a fork from a worker thread that thread is the child's main thread: the child's library calls must
+    # defer a Ctrl-C as the parent's do
+    import threading
+    from sdbench.fs.interrupts import DeferredSigint
+    read_end, write_end = os.pipe()
+
+    def forker() -> None:
+        pid = os.fork()
+        if pid == 0:  # the child never returns into the test run, whatever happens
+            try:
+                verdict = b"no KeyboardInterrupt"
+                try:
+                    with DeferredSigint() as d:
+                        if d.previous is None:
+                            verdict = b"not deferred"
+                        else:
+                            os.kill(os.getpid(), signal.SIGINT)
+                except KeyboardInterrupt:
+                    verdict = b"KeyboardInterrupt at exit"
+                os.write(write_end, verdict)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+
+    t = threading.Thread(target=forker)
+    t.start()
+    t.join()
+    os.close(write_end)
+    assert os.read(read_end, 100) == b"KeyboardInterrupt at exit"
+    os.close(read_end)

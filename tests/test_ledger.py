@@ -119,3 +119,27 @@ def test_a_price_keeps_its_hash_but_never_sends_it_to_another_process():
     assert "_hash" in vars(p)
     back = pickle.loads(pickle.dumps(p))
     assert back == p and "_hash" not in vars(back) and hash(back) == hash(p)
+
+
+def test_a_pricers_batch_records_what_its_calls_one_by_one_record():
+    # a charge no price sets is kept as a float sum: k at once must round as k one by one do
+    from sdbench.ledger import Recording
+    import random
+    rng = random.Random(1)
+    for _ in range(300):
+        a, b, k = round(rng.uniform(1, 5000), 1), round(rng.uniform(1, 5000), 1), rng.randint(2, 8)
+        got = []
+        for batched in (False, True):
+            clock, rec = VirtualClock(), Recording()
+            rec.start()
+            clock.recording = rec
+            clock.advance_priced(a, "host", None)
+            charge = clock.pricer(b, "host", None)
+            if batched:
+                charge(k)
+            else:
+                for _ in range(k):
+                    charge()
+            charge(0)  # nothing
+            got.append((rec._charges, clock.now_ns(), clock.breakdown_ns(), clock.ledger_ns()))
+        assert got[0] == got[1]

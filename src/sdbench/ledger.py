@@ -260,8 +260,11 @@ class Recording:
         entry = self._charges.get(key)
         if entry is not None and entry[0] == ns:
             entry[1] += times
-        else:
+        elif times == 1 or key[1] is not None:
             self._add(self._charges, key, ns, times)
+        else:  # a charge no price sets keeps a sum: added charge by charge, as the calls would round it
+            for _ in range(times):
+                self._add(self._charges, key, ns, 1)
 
     @staticmethod
     def _add(table: dict[tuple[str, Price | None], list[float]], key: tuple[str, Price | None], ns: float,

@@ -265,7 +265,7 @@ class _FatDisk(_FfDisk):
                 self.pos += count
         try:
             step = self.max_bytes or count
-            if step >= count:  # one device read (FatFs' sector buffer: one sector)
+            if 0 < count <= step:  # one device read (FatFs' sector buffer: one sector)
                 data = self._read(sector, count // FF_SECTOR, buf_addr=addr)
             else:
                 data = b"".join(self._read(sector + off // FF_SECTOR, min(step, count - off) // FF_SECTOR,

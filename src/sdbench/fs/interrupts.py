@@ -25,7 +25,6 @@ def pending() -> bool:
     return _State.pending
 
 
-_MAIN_THREAD_ID = threading.main_thread().ident
 _SIGINT = int(signal.SIGINT)
 _DEFAULT_INT_HANDLER = signal.default_int_handler
 
@@ -38,11 +37,13 @@ class DeferredSigint:
     """Around one library call. Only Python's own SIGINT handler in the main thread is replaced (an ignored
     SIGINT stays ignored; a call inside another keeps the outer one's handler).  FatFs calls come by the hundred
     thousand in a protocol run: the handler is read and set through ``_signal`` (what ``signal.getsignal`` and
-    ``signal.signal`` call, without their conversions to enums) and the thread compared by its id."""
+    ``signal.signal`` call, without their conversions to enums) and the thread compared by its id (the main
+    thread's asked each time: a process forked from another thread has that one as its main thread)."""
 
     def __enter__(self) -> "DeferredSigint":
         self.previous: Any = None
-        if threading.get_ident() == _MAIN_THREAD_ID and _signal.getsignal(_SIGINT) is _DEFAULT_INT_HANDLER:
+        if threading.get_ident() == threading.main_thread().ident and \
+                _signal.getsignal(_SIGINT) is _DEFAULT_INT_HANDLER:
             self.previous = _signal.signal(_SIGINT, _defer)
         return self
 

@@ -137,7 +137,7 @@ class SdFatFile:
             return 0
         if self._charge_call is not None:
             self._charge_call(k)
-        self._cache[off:off + k * n] = data * k
+        self._cache[off:off + k * n] = bytes(data) * k
         self._copy(n, k)
         self._dirty = True
         self._pos = pos + k * n
