@@ -242,13 +242,11 @@ class Recording:
         CPU time at its own clock), ``ns`` what it was in this run."""
         if not self.live:
             return
-        if price is not None:  # one object per price: a replay prices each once, by the object
-            price = self._prices.setdefault(price, price)
-        self._add(self._charges, (category, price), ns, 1)
+        self._add(self._charges, self.charge_key(category, price), ns, 1)
 
     def charge_key(self, category: str, price: Price | None) -> tuple[str, Price | None]:
         """The key :meth:`charge` files a charge of ``price`` to ``category`` under, for :meth:`charge_keyed`."""
-        if price is not None:
+        if price is not None:  # one object per price: a replay prices each once, by the object
             price = self._prices.setdefault(price, price)
         return (category, price)
 

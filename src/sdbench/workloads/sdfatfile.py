@@ -55,17 +55,8 @@ class SdFatFile:
 
     # ---- the file calls -----------------------------------------------------------------------------
     def write(self, data: bytes, *, buf_addr: int = 0) -> int:
-        pos, n = self._pos, len(data)
-        off = pos % SECTOR
-        if self.small_call_path and 0 < n and off + n < SECTOR and pos // SECTOR == self._cached:
-            # within the cached sector without filling it (most calls of a small BUF_SIZE): the copy alone
-            if self._charge_call is not None:
-                self._charge_call()
-            self._cache[off:off + n] = data
-            self._copy(n)
-            self._dirty = True
-            self._pos = pos + n
-            return n
+        if self.short_writes(data, 1):  # within the cached sector without filling it: the copy alone
+            return len(data)
         self._charge()
         view = memoryview(data)
         done, n = 0, len(data)
@@ -90,15 +81,8 @@ class SdFatFile:
         return n
 
     def read(self, size: int, *, buf_addr: int = 0) -> bytes:
-        pos = self._pos
-        off = pos % SECTOR
-        if (self.small_call_path and 0 < size and off + size <= SECTOR and pos // SECTOR == self._cached
-                and pos + size <= self._size()):
-            # within the cached sector (most calls of a small BUF_SIZE): the copy alone
-            if self._charge_call is not None:
-                self._charge_call()
-            self._copy(size)
-            self._pos = pos + size
+        off = self._pos % SECTOR
+        if self.short_reads(size, 1):  # within the cached sector and the file: the copy alone
             return bytes(self._cache[off:off + size])
         self._charge()
         size = max(0, min(size, self._size() - self._pos))
@@ -143,20 +127,21 @@ class SdFatFile:
         self._pos = pos + k * n
         return k
 
-    def short_reads(self, size: int, limit: int, ok: Callable[[int], bool]) -> int:
+    def short_reads(self, size: int, limit: int, ok: Callable[[int], bool] | None = None) -> int:
         """Up to ``limit`` calls of ``read(size)`` in a row that take the short path (inside the cached sector and
-        the file) and whose data pass ``ok(last byte)``, done at once as :meth:`short_writes`; returns how many
-        (0: the next call takes the general path, which also tells a failed check)."""
+        the file) and whose data pass ``ok(last byte)`` (None: no check), done at once as :meth:`short_writes`;
+        returns how many (0: the next call takes the general path, which also tells a failed check)."""
         pos = self._pos
         if not self.small_call_path or size <= 0 or pos // SECTOR != self._cached:
             return 0
         off = pos % SECTOR
         k = min(limit, (SECTOR - off) // size, (self._size() - pos) // size)
-        cache = self._cache
-        for j in range(max(k, 0)):
-            if not ok(cache[off + (j + 1) * size - 1]):
-                k = j
-                break
+        if ok is not None:
+            cache = self._cache
+            for j in range(max(k, 0)):
+                if not ok(cache[off + (j + 1) * size - 1]):
+                    k = j
+                    break
         if k <= 0:
             return 0
         if self._charge_call is not None:
