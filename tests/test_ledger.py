@@ -5,7 +5,7 @@ import pytest
 
 from sdbench import scenarios as scen
 from sdbench.cli import main
-from sdbench.clock import UNATTRIBUTED, VirtualClock
+from sdbench.clock import UNATTRIBUTED, ClockDelta, TimeOnlyClock, VirtualClock
 from sdbench.ledger import compact, per_call
 from sdbench.protocols import protocol, run_scenario
 
@@ -143,3 +143,38 @@ def test_a_pricers_batch_records_what_its_calls_one_by_one_record():
             charge(0)  # nothing
             got.append((rec._charges, clock.now_ns(), clock.breakdown_ns(), clock.ledger_ns()))
         assert got[0] == got[1]
+
+
+def test_a_time_only_clock_keeps_the_same_time_as_a_full_one():
+    """A replay's clock (TimeOnlyClock) keeps no tables, but every step moves it as VirtualClock moves: the
+    same rounding of each step (ties included), the same recorded costs, chargers, pricers and one-step costs."""
+    import random
+    rng = random.Random(11)
+    full, lean = VirtualClock(), TimeOnlyClock()
+    cost = ClockDelta(1234, (("bus", 1000), ("host", 234)), (("CMD17", 1),))
+    for clock in (full, lean):
+        clock.charge(cost)  # a charger needs its cost charged once
+    chargers = [c.charger(cost) for c in (full, lean)]
+    pricers = [c.pricer(812.5, "host", None) for c in (full, lean)]
+    for _ in range(3000):
+        kind = rng.randrange(6)
+        ns = rng.choice([rng.uniform(0, 5e6), rng.randrange(0, 10**6) + 0.5, float(rng.randrange(10**5))])
+        times = rng.randrange(0, 4)
+        for i, clock in enumerate((full, lean)):
+            if kind == 0:
+                clock.advance_ns(ns, "card", "")
+            elif kind == 1:
+                clock.charge(cost, times)
+            elif kind == 2:
+                chargers[i]()
+            elif kind == 3:
+                pricers[i](times)
+            elif kind == 4:
+                clock.apply_parts(int(ns), (("flash", int(ns)),), (("PP", 1),), (("flash.chip.program", int(ns)),))
+            else:
+                clock.attribute((("sd.card.erase_busy_us", ns),))
+                clock.count_command("CMD38")
+        assert lean.now_ns() == full.now_ns()
+    assert lean.breakdown_ns() == {} and lean.commands_snapshot() == {}
+    with pytest.raises(Exception, match="cannot advance a clock"):
+        lean.advance_ns(-1.0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from .errors import InternalError
 
@@ -75,6 +75,11 @@ class ClockDelta:
     params: tuple[tuple[str, float], ...] = ()
 
 
+def _refuse_step(ns: float | int) -> NoReturn:
+    # a model bug (inputs are bounded before any model runs), never a user's error
+    raise InternalError(f"cannot advance a clock by {ns!r} ns (negative, not finite or beyond {MAX_STEP_NS:g} ns)")
+
+
 class VirtualClock(Clock):
     """Simulated time in integer nanoseconds; advanced only by models.
 
@@ -106,9 +111,7 @@ class VirtualClock(Clock):
         """Move time forward by ``ns`` nanoseconds, charged to ``category`` and in the ledger to ``param`` (None:
         unattributed; "": the caller attributes it with :meth:`attribute`)."""
         if not 0 <= ns < MAX_STEP_NS:  # also false for NaN
-            # a model bug (inputs are bounded before any model runs), never a user's error
-            raise InternalError(f"cannot advance a clock by {ns!r} ns (negative, not finite or beyond "
-                             f"{MAX_STEP_NS:g} ns)")
+            _refuse_step(ns)
         step = int(ns + 0.5)
         if step == 0:
             return
@@ -178,24 +181,35 @@ class VirtualClock(Clock):
     def apply(self, delta: "ClockDelta") -> None:
         """Add a recorded cost (see :meth:`delta_since`) in one step: the fast path of models whose
         cost for an operation does not depend on the absolute time."""
+        self.apply_parts(delta.total_ns, delta.spent, delta.commands, delta.params)
+
+    def apply_parts(self, total_ns: int, spent: tuple[tuple[str, int], ...], commands: tuple[tuple[str, int], ...],
+                    params: tuple[tuple[str, float], ...] = ()) -> None:
+        """:meth:`apply` of the ClockDelta these fields make, without making it (a model that works out a new
+        cost each time: a flash driver's write section)."""
         rec = self.recording
-        if rec is not None and not rec.depth and delta.total_ns:
+        if rec is not None and not rec.depth and total_ns:
             rec.unpriced("a recorded cost applied above the driver models")
-        self._now_ns += delta.total_ns
-        spent = self._spent
-        for k, v in delta.spent:
-            spent[k] = spent.get(k, 0) + v
+        self._now_ns += total_ns
+        table = self._spent
+        for k, v in spent:
+            table[k] = table.get(k, 0) + v
         cmds = self._commands
-        for k, v in delta.commands:
+        for k, v in commands:
             cmds[k] = cmds.get(k, 0) + v
-        params = self._params
-        if delta.params:
-            for k, v in delta.params:
-                params[k] = params.get(k, 0.0) + v
+        by_param = self._params
+        if params:
+            for k, v in params:
+                by_param[k] = by_param.get(k, 0.0) + v
         else:  # a cost that names no parameter: unattributed, by category
-            for k, v in delta.spent:
+            for k, v in spent:
                 key = UNATTRIBUTED + k
-                params[key] = params.get(key, 0.0) + v
+                by_param[key] = by_param.get(key, 0.0) + v
+
+    def move_ns(self, ns: int) -> None:
+        """Time moves by ``ns`` whole ns, and nothing else: no table, no recording.  For a driver model replaying
+        another run's requests (sdbench.ledger.replay), which reads the clock's time alone."""
+        self._now_ns += ns
 
     def charge(self, cost: "ClockDelta", times: int = 1) -> None:
         """:meth:`apply` for a cost object applied again and again (a model's recorded per-size cost), ``times``
@@ -276,3 +290,44 @@ class VirtualClock(Clock):
     def commands_snapshot(self) -> dict[str, int]:
         self._fold()
         return dict(self._commands)
+
+
+class TimeOnlyClock(VirtualClock):
+    """A :class:`VirtualClock` that keeps the time alone: its category, command and ledger tables stay empty.
+    For a replay of a recorded run into other profiles (sdbench.ledger.replay), which reads the time and nothing
+    else; every step rounds to whole ns as VirtualClock's does, so the time is the same to the ns."""
+
+    def advance_ns(self, ns: float | int, category: str = "other", param: str | None = None) -> None:
+        if not 0 <= ns < MAX_STEP_NS:
+            _refuse_step(ns)
+        self._now_ns += int(ns + 0.5)
+
+    def attribute(self, parts: Any) -> None:
+        pass
+
+    def count_command(self, name: str, n: int = 1) -> None:
+        pass
+
+    def apply_parts(self, total_ns: int, spent: tuple[tuple[str, int], ...], commands: tuple[tuple[str, int], ...],
+                    params: tuple[tuple[str, float], ...] = ()) -> None:
+        self._now_ns += total_ns
+
+    def charge(self, cost: "ClockDelta", times: int = 1) -> None:
+        self._now_ns += cost.total_ns * times
+
+    def charger(self, cost: "ClockDelta") -> Callable[[], None]:
+        step = cost.total_ns
+
+        def charge_once() -> None:
+            self._now_ns += step
+        return charge_once
+
+    def pricer(self, ns: float, category: str, price: Any) -> Callable[..., None]:
+        if not 0 <= ns < MAX_STEP_NS:
+            return lambda times=1: self.advance_ns(ns, category)  # raises as advance_ns does
+        step = int(ns + 0.5)
+
+        def advance(times: int = 1) -> None:
+            if times > 0:
+                self._now_ns += step * times
+        return advance
