@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sdbench.clock import ClockDelta, VirtualClock
+from sdbench.clock import VirtualClock
 from sdbench.media.base import BlockDeviceError
 from sdbench.media.sim import esp_flash
 from sdbench.stack import flash as flashtarget
@@ -38,6 +38,7 @@ class Recording:
         self.drivers: list[Esp32FlashDriver] = []
         self.fast_calls = 0     # calls into a fast path (none on the reference path)
         self.fast_hits = 0      # of those, the ones that did the work
+        self.erase_hits = 0     # of those, erase sections
 
 
 def recording_driver(rec: Recording) -> type[Esp32FlashDriver]:
@@ -74,6 +75,13 @@ def recording_driver(rec: Recording) -> type[Esp32FlashDriver]:
             rec.fast_hits += bool(done)
             return done
 
+        def _erase_fast(self, addr: int, block: bool) -> bool:
+            rec.fast_calls += 1
+            done = super()._erase_fast(addr, block)
+            rec.fast_hits += bool(done)
+            rec.erase_hits += bool(done)
+            return done
+
         def _read_fast(self, addr: int, size: int) -> bytes | None:
             rec.fast_calls += 1
             data = super()._read_fast(addr, size)
@@ -91,6 +99,7 @@ def _snapshot(drv: Esp32FlashDriver) -> tuple[Any, ...]:
     clock, chip = drv.vclock, drv.chip
     return (("now_ns", clock.now_ns()),
             ("breakdown_ns", tuple(clock.breakdown_ns().items())),   # table order matters to reports
+            ("ledger_ns", tuple(clock.ledger_ns().items())),
             ("commands", tuple(clock.commands_snapshot().items())),
             ("driver_counters", _fields(drv.counters)),
             ("driver_stats", _fields(drv.stats)),
@@ -105,6 +114,7 @@ def final_state(rec: Recording) -> dict[str, Any]:
     return {
         "now_ns": clock.now_ns(),
         "breakdown_ns": tuple(clock.breakdown_ns().items()),
+        "ledger_ns": tuple(clock.ledger_ns().items()),
         "commands": tuple(clock.commands_snapshot().items()),
         "contents": chip.peek(0, chip.profile.capacity_bytes),
         "erase_counts": chip.erase_counts.tolist(),
@@ -242,6 +252,7 @@ def test_raw_driver_calls_charge_the_same_on_both_paths(case):
     fast, fast_results = run_raw(False, host, profile, timing)
     ref, ref_results = run_raw(True, host, profile, timing)
     assert_same(fast, ref, (fast_results, ref_results))
+    assert fast.erase_hits > 0, "no erase took the fast path"
     assert any(isinstance(r, tuple) and r[0] == "NorCommandError" for r in ref_results)  # the busy read
 
 
@@ -410,24 +421,25 @@ def test_the_switch_reaches_drivers_built_without_the_argument(monkeypatch):
 
 # ---- the comparison notices a fast path that charges differently ----------------------------------------
 
-def _shift_host_to_bus(self, delta):
-    spent = dict(delta.spent)
+def _shift_host_to_bus(self, total, spent, commands, params=()):
+    spent = dict(spent)
     spent["host"] -= 1
     spent["bus"] += 1
-    return _APPLY(self, ClockDelta(delta.total_ns, tuple(spent.items()), delta.commands))
+    return _APPLY_PARTS(self, total, tuple(spent.items()), commands, params)
 
 
-def _one_more_rdsr(self, delta):
-    cmds = dict(delta.commands)
+def _one_more_rdsr(self, total, spent, commands, params=()):
+    cmds = dict(commands)
     if "RDSR" in cmds:
         cmds["RDSR"] += 1
-    return _APPLY(self, ClockDelta(delta.total_ns, delta.spent, tuple(cmds.items())))
+    return _APPLY_PARTS(self, total, spent, tuple(cmds.items()), params)
 
 
 def _one_ns_more_per_lock_section(self):
     c = list(_CONSTS(self))
     c[6] += 1
-    return tuple(c)
+    self._fast = tuple(c)  # where the write section reads them
+    return self._fast
 
 
 def _clear_a_bit(self, addr, data, clean):
@@ -441,14 +453,14 @@ def _one_program_more(self, addr, data, clean):
     return _AND_SPAN(self, addr, data, clean)
 
 
-_APPLY = VirtualClock.apply
+_APPLY_PARTS = VirtualClock.apply_parts
 _CONSTS = Esp32FlashDriver._fast_consts
 _AND_SPAN = NorFlashChip.and_span
 
 PERTURBATIONS = {
     "one ns more per lock section": (Esp32FlashDriver, "_fast_consts", _one_ns_more_per_lock_section, "now_ns"),
-    "one ns moved from host to bus": (VirtualClock, "apply", _shift_host_to_bus, "breakdown_ns"),
-    "one RDSR too many": (VirtualClock, "apply", _one_more_rdsr, "commands"),
+    "one ns moved from host to bus": (VirtualClock, "apply_parts", _shift_host_to_bus, "breakdown_ns"),
+    "one RDSR too many": (VirtualClock, "apply_parts", _one_more_rdsr, "commands"),
     "one bit not programmed": (NorFlashChip, "and_span", _clear_a_bit, "returned"),
     "one page program too many": (NorFlashChip, "and_span", _one_program_more, "chip_stats"),
 }
@@ -472,17 +484,17 @@ def test_one_late_nanosecond_in_a_single_section_is_caught(monkeypatch):
     ref, _ = run_raw(True, host, profile, timing)
     state = {"left": 5}
 
-    def late_once(self, delta):
-        if dict(delta.commands).get("PP"):
+    def late_once(self, total, spent, commands, params=()):
+        if dict(commands).get("PP"):
             state["left"] -= 1
         if state["left"] == 0:
             state["left"] = -1
-            spent = dict(delta.spent)
+            spent = dict(spent)
             spent["flash"] = spent.get("flash", 0) + 1
-            delta = ClockDelta(delta.total_ns + 1, tuple(spent.items()), delta.commands)
-        return _APPLY(self, delta)
+            total, spent = total + 1, tuple(spent.items())
+        return _APPLY_PARTS(self, total, spent, commands, params)
 
-    monkeypatch.setattr(VirtualClock, "apply", late_once)
+    monkeypatch.setattr(VirtualClock, "apply_parts", late_once)
     fast, _ = run_raw(False, host, profile, timing)
     assert state["left"] < 0
     found = differences(fast, ref)

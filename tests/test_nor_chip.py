@@ -229,3 +229,26 @@ def test_bad_profiles_are_one_line_config_errors():
         load_chip_profile("no-such-chip")
     with pytest.raises(ConfigError, match="64 KiB"):
         FlashChipProfile(capacity_bytes=100_000)
+
+
+@pytest.mark.parametrize("timing,sigma", [("random", 0.3), ("random", 2.0), ("random", 0.0), ("typ", 0.3),
+                                          ("max", 0.3)])
+def test_program_busy_ns_draws_as_programs_one_by_one_do(timing, sigma):
+    """A run of programs' busy times at once (a driver's fast path) equals what programs one by one draw: the
+    same values, the chip as far along its busy-time stream, then the same next draw (σ = 2: many clipped at
+    the maximum)."""
+    from dataclasses import replace
+    profile = replace(SMALL, busy_time_sigma=sigma)
+    rng = random.Random(5)
+    shapes = [(64,) * 64, (1,), (200, 56), tuple(rng.choice((1, 7, 64, 256)) for _ in range(40)), (256,) * 3]
+    batch = NorFlashChip(profile, VirtualClock(), NorChipConfig(seed=9, timing=timing))
+    single = NorFlashChip(profile, VirtualClock(), NorChipConfig(seed=9, timing=timing))
+    clipped = 0
+    for ks in shapes:
+        got = batch.program_busy_ns(ks)
+        want = [int(round(single._draw_ns(single._prog_typ_ns[k], single._prog_max_ns[k]))) for k in ks]
+        assert got == want
+        assert batch._draws == single._draws
+        clipped += sum(v == round(single._prog_max_ns[k]) for k, v in zip(ks, want))
+    assert batch._draw_ns(1e5, 1e6) == single._draw_ns(1e5, 1e6)
+    assert (clipped > 0) == (sigma > 1 or timing == "max")

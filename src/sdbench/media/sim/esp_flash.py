@@ -67,6 +67,7 @@ OP_KEY = "flash.host.op_overhead_cycles"
 BUS_KEY = "flash.host.flash_clock_hz"
 YIELD_KEY = "flash.host.rtos_tick_hz"
 PROGRAM_KEY = "flash.chip.program"
+ERASE_KEY = "flash.chip.erase"
 
 #: default of ``Esp32FlashDriver(reference_path=...)``: True sends every read and write command by command
 #: (the reference path) instead of replaying lock sections in one clock step; results are the same either way
@@ -164,6 +165,15 @@ class _OsState:
         self.released_since_ns = now_ns
 
 
+def _charged(parts: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+    """A fast path's (table key, ns) pairs without those of no time: the steps the command-by-command path takes
+    one by one never enter a key for a step of 0 ns (VirtualClock.advance_ns)."""
+    for _, v in parts:
+        if not v:
+            return tuple(kv for kv in parts if kv[1])
+    return parts
+
+
 class Esp32FlashDriver(BlockDevice):
     """esp_flash on SPI1 over a :class:`NorFlashChip`, byte-addressed, optionally a partition window."""
 
@@ -209,10 +219,14 @@ class Esp32FlashDriver(BlockDevice):
         self._program_shapes: dict[tuple[int, int], tuple[int, ...]] = {}  # _programs by page offset and size
         self._write_primed = False
         self._read_primed = False
+        self._erase_primed: set[str] = set()  # the erase commands _erase_fast may replay
         # the clock's recording (sdbench.ledger): requests reported to it, or, when replaying, registered only
         rec = self.vclock.recording
         self._rec = None if rec is None or rec.replaying else rec
         self._rec_id = rec.register(self) if rec is not None else -1
+        #: replaying another run's requests: the write sections keep the time and the chip's timing state only
+        #: (a replay reads the clock's time alone and programs zeros, whose cells it never reads)
+        self._time_only = rec is not None and rec.replaying
         self._zeros = b""
 
     def partition(self, offset_bytes: int, size_bytes: int) -> "Esp32FlashDriver":
@@ -291,15 +305,18 @@ class Esp32FlashDriver(BlockDevice):
 
     # ---- fast paths --------------------------------------------------------------------
     # A lock section (and a whole esp_flash_read) is atomic for everything above the driver: nothing else
-    # reads the clock or the chip between its commands.  The fast paths therefore replay a section
-    # arithmetically and move the clock once (VirtualClock.apply; a read's cost, the same for every read of
-    # its size, with VirtualClock.charge), with exactly the integer steps the command-by-command path takes
-    # (advance_ns rounds every step on its own; those rounded steps are summed here), the same random busy
-    # draws in the same order, and the same counters and chip state.  They are used only when
+    # reads the clock or the chip between its commands.  The fast paths therefore replay a section (a write's,
+    # an erase's) arithmetically and move the clock once (VirtualClock.apply_parts; a read's cost, the same for
+    # every read of its size, with VirtualClock.charge), with exactly the integer steps the command-by-command
+    # path takes (advance_ns rounds every step on its own; those rounded steps are summed here), the same random
+    # busy draws in the same order, and the same counters and chip state.  They are used only when
     #  * the driver is not set to the reference path (reference_path / REFERENCE_PATH),
-    #  * the clock already has every time category and command name the section can add, so a
-    #    one-step apply() cannot change the insertion order of the breakdown/command tables,
+    #  * the clock already has every time category, command name and ledger key the section can add, so a
+    #    one-step apply_parts() cannot change the insertion order of the tables (an erase: but its wait's flash
+    #    time, which comes last on both paths), and no key of a zero step enters them (_charged),
     #  * the section does not wrap at the chip end, and (writes) strict mode has nothing to refuse.
+    # Replaying another run (sdbench.ledger.replay: a clock that keeps the time alone, zeros programmed), the
+    # sections keep the time and the chip's timing state only (_time_only).
     # Otherwise the command-by-command path (the reference) runs.  Since the fast paths never call the
     # driver's per-command steps or the chip's command methods, anything that hooks those (a spy, a trace)
     # needs reference_path=True.  tests/test_esp_flash_paths.py holds the two paths to identical results.
@@ -313,34 +330,45 @@ class Esp32FlashDriver(BlockDevice):
             poll = self._poll_ns
             f = READ_MODES[self._mode]
             read_hdr = f.header_clocks + self.profile.extra_dummy_clocks
+            H1, B1, W = int(h + 0.5), int(b + 0.5), int(CMD_CLOCKS * npc + 0.5)
+            P = [int((CMD_CLOCKS + ADDR_BITS + 8 * k) * npc + 0.5) for k in range(self._page + 1)]
+            # a program of k bytes from the end of the previous one's wait up to its own busy: the idle wait
+            # before WREN (one RDSR), WREN, RDSR (WEL check), the idle wait after it (one RDSR), PP
+            program = [H1 + B1 + 4 * H1 + W + 2 * B1 + P[k] for k in range(self._page + 1)]
             self._fast = (
                 h, b, poll, h + b + poll,
-                int(h + 0.5),                                   # one cmd_overhead step (host)
-                int(b + 0.5),                                   # one RDSR (bus)
+                H1,                                             # one cmd_overhead step (host)
+                B1,                                             # one RDSR (bus)
                 int(self._op_ns + 0.5),                         # one lock section (host)
-                int(CMD_CLOCKS * npc + 0.5),                    # WREN (bus)
-                [int((CMD_CLOCKS + ADDR_BITS + 8 * k) * npc + 0.5) for k in range(self._page + 1)],  # PP
+                W,                                              # WREN (bus)
+                P,                                              # PP (bus), by its bytes
                 read_hdr, f.data_lanes, npc,
                 {},                                             # _wait_step by number of waits
                 {},                                             # _wait_parts by number of waits
+                program,                                        # see above, by the program's bytes
             )
             self._fast_npc = npc
             self._read_costs.clear()
         return self._fast
 
-    def _primed(self, spent: tuple[str, ...], commands: tuple[str, ...]) -> bool:
+    def _primed(self, spent: tuple[str, ...], commands: tuple[str, ...], params: tuple[str, ...] = ()) -> bool:
+        """Whether the clock's tables hold these categories, commands and ledger keys (a replay's clock keeps no
+        tables: nothing to keep in order)."""
+        if self._time_only:
+            return True
         bd = self.vclock.breakdown_ns()
         cmds = self.vclock.commands_snapshot()
-        return all(k in bd for k in spent) and all(k in cmds for k in commands)
+        ledger = self.vclock.ledger_ns() if params else {}
+        return all(k in bd for k in spent) and all(k in cmds for k in commands) and all(k in ledger for k in params)
 
     def _write_section_fast(self, start: int, smv: memoryview) -> bool:
         """One write lock section (lock, then per program: wait idle, WREN, RDSR, wait idle, PP, wait idle)
         replayed in one clock step.  Returns False (nothing done) when the exact path must run instead.
 
-        One pass over the programs draws each one's busy time as the chip does (in program order, from its
-        generator) and moves the section's time forward (the polls of a busy wait depend on where in the ns grid
-        it starts); the busy waits are kept by their number of waits, whose integer steps are the same each
-        time (_wait_step)."""
+        The chip draws the programs' busy times as it would one by one (NorFlashChip.program_busy_ns); one pass
+        over them moves the section's time forward (the polls of a busy wait depend on where in the ns grid it
+        starts); the busy waits are kept by their number of waits, whose integer steps are the same each time
+        (_wait_step)."""
         chip = self.chip
         if not self._write_primed:
             if not self._primed(("host", "bus", "flash"), ("RDSR", "WREN", "PP")):
@@ -349,111 +377,86 @@ class Esp32FlashDriver(BlockDevice):
         size = len(smv)
         if start < 0 or start + size > chip.profile.capacity_bytes or smv.format != "B" or not smv.contiguous:
             return False
-        up = chip.span_zero_to_one(start, smv)
+        time_only = self._time_only
+        up = None if time_only else chip.span_zero_to_one(start, smv)
         if up is not None and chip.config.strict:
             return False  # the exact path raises at the right program, with the right state
-        h, b, poll, period, H1, B1, OP1, W, P, _, _, _, wait_steps, wait_parts = self._fast_consts()
-        fixed_host = 4 * H1          # before WREN, before RDSR, the idle wait's RDSR, before PP
-        fixed_bus = W + 2 * B1       # WREN, RDSR (WEL check), the idle wait's RDSR
-        fixed = fixed_host + fixed_bus
+        if chip._ns_per_clock != self._fast_npc:
+            self._fast_consts()
+        h, b, poll, period, H1, B1, OP1, _, _, _, _, _, wait_steps, wait_parts, program = self._fast
         HB = H1 + B1                 # an idle _wait_idle: one RDSR
         ks = self._program_shapes.get((start % self._page, size)) or self._programs(start, size)
         nprog = len(ks)
-        # the busy of a program (NorFlashChip._draw_ns, _set_busy)
-        timing = chip.config.timing
-        sigma = chip.profile.busy_time_sigma
-        random_draw = timing != "typ" and timing != "max" and not sigma <= 0.0
-        use_max = timing == "max"
-        ptyp, pmax = chip._prog_typ_ns, chip._prog_max_ns
-        if random_draw:
-            factors, fi = chip.busy_factors(nprog)
-            fi0 = fi
+        busies = chip.program_busy_ns(ks)  # each program's busy, drawn in program order as the chip does
 
         now0 = self.vclock.now_ns()
         now = now0 + OP1
-        n_idle = nprog - 1           # before every WREN but the first the last poll saw WIP clear: one RDSR
-        waited: list[int] = []       # the waits of each busy _wait_idle
+        waited: list[int] = []       # the waits of each busy _wait_idle (the others poll once: 2 nprog - len)
+        wait = waited.append
         late = 0                     # waits past the last poll (rounding of the steps to whole ns)
-        busy_total = pp_bus = 0
         # _wait_idle before the first WREN: the chip may still be busy when the section starts
         bu = chip._busy_until_ns
         first = now + h + b
         if bu > first:
-            waits = int(-(-(bu - first) // period))
+            waits = -int((first - bu) // period)
             now += wait_steps.get(waits) or self._wait_step(waits)
-            waited.append(waits)
+            wait(waits)
         else:
             now += HB
-            n_idle += 1
         if bu > now:
             late += bu - now
             now = bu
-        for k in ks:
-            # WREN, RDSR, _wait_idle (idle: one RDSR), PP
-            pp = P[k]
-            now += fixed + pp
-            pp_bus += pp
-            typ = ptyp[k]
-            if random_draw and not typ <= 0.0:
-                ns = typ * factors[fi]
-                fi += 1
-                mx = pmax[k]
-                busy = round(ns if not mx < ns else mx)
-            else:
-                busy = round(pmax[k] if use_max else typ)
-            busy_total += busy
+        now -= HB  # the first program has no idle wait before its WREN but that one
+        for k, busy in zip(ks, busies):
+            now += program[k]
             bu = now + busy
             # _wait_idle after PP
             first = now + h + b
             if bu > first:
-                waits = int(-(-(bu - first) // period))
+                waits = -int((first - bu) // period)  # ceil((bu - first) / period)
                 now += wait_steps.get(waits) or self._wait_step(waits)
-                waited.append(waits)
+                wait(waits)
             else:
                 now += HB
-                n_idle += 1
             if bu > now:
                 late += bu - now
                 now = bu
-            now += HB  # the next program's _wait_idle before WREN (none after the last: taken back below)
-        now -= HB
-        if random_draw:
-            chip._draws += fi - fi0
+        chip._busy_until_ns = bu
+        chip._busy = False   # the last poll saw WIP clear: WEL cleared with it
+        chip._wel = False
+        if time_only:
+            self.vclock.move_ns(now - now0)
+            return True
+        n_idle = 2 * nprog - len(waited)
         polls_total = n_idle
-        waits_total = host = bus = 0
+        waits_total = host = 0
         flash = late
         for waits in set(waited):
             n = waited.count(waits)
-            hs, bs, fs = wait_parts[waits]
+            hs, _, fs = wait_parts[waits]
             host += n * hs
-            bus += n * bs
             flash += n * fs
             polls_total += n * (waits + 1)
             waits_total += n * waits
-        host += OP1 + n_idle * H1 + nprog * fixed_host
-        bus += n_idle * B1 + nprog * fixed_bus + pp_bus
+        host += OP1 + n_idle * H1 + nprog * 4 * H1  # before WREN, before RDSR, the idle wait's RDSR, before PP
+        bus = now - now0 - host - flash  # every step of the section is host, bus or flash time
 
         chip.and_span(start, smv, up is None)
         st = chip.stats
         st.page_programs += nprog
         st.bytes_programmed += size
         st.status_reads += polls_total + 2 * nprog
-        st.busy_ns += busy_total
+        st.busy_ns += sum(busies)
         if up is not None:
             self._count_zero_to_one(ks, up)
-        chip._busy_until_ns = bu
-        chip._busy = False   # the last poll saw WIP clear: WEL cleared with it
-        chip._wel = False
         c = self.counters
         c.lock_sections += 1
         c.transactions += polls_total + 4 * nprog
         c.poll_waits += waits_total
-        spent: tuple[tuple[str, int], ...] = (("host", host), ("bus", bus), ("flash", flash))
-        if not (host and bus and flash):
-            spent = tuple((cat, v) for cat, v in spent if v)
-        self.vclock.apply(ClockDelta(
-            now - now0, spent, (("RDSR", polls_total + 2 * nprog), ("WREN", nprog), ("PP", nprog)),
-            ((OP_KEY, OP1), (CMD_KEY, host - OP1), (BUS_KEY, bus), (PROGRAM_KEY, flash))))
+        self.vclock.apply_parts(
+            now - now0, _charged((("host", host), ("bus", bus), ("flash", flash))),
+            (("RDSR", polls_total + 2 * nprog), ("WREN", nprog), ("PP", nprog)),
+            _charged(((OP_KEY, OP1), (CMD_KEY, host - OP1), (BUS_KEY, bus), (PROGRAM_KEY, flash))))
         return True
 
     def _programs(self, start: int, size: int) -> tuple[int, ...]:
@@ -617,22 +620,90 @@ class Esp32FlashDriver(BlockDevice):
     def flash_erase_region(self, addr: int, size: int) -> None:
         """esp_flash_erase_region: 64 KiB blocks where aligned, else 4 KiB sectors, one lock section each."""
         chip = self.chip
+        fast = not self.reference_path
         end = addr + size
         while addr < end:
             self._yield_check()
-            self._lock_section()
-            self._write_enable()
-            self._wait_idle()  # erase_sector/erase_block wait once more after enabling writes
-            self._host(self._cmd_ns)
-            if addr % BLOCK64_BYTES == 0 and end - addr >= BLOCK64_BYTES:
-                chip.cmd_block_erase_64k(addr)
-                addr += BLOCK64_BYTES
-            else:
-                chip.cmd_sector_erase(addr)
-                addr += SECTOR_BYTES
-            self.counters.transactions += 1
-            self._wait_idle()
+            block = addr % BLOCK64_BYTES == 0 and end - addr >= BLOCK64_BYTES
+            if not (fast and self._erase_fast(addr, block)):
+                self._lock_section()
+                self._write_enable()
+                self._wait_idle()  # erase_sector/erase_block wait once more after enabling writes
+                self._host(self._cmd_ns)
+                if block:
+                    chip.cmd_block_erase_64k(addr)
+                else:
+                    chip.cmd_sector_erase(addr)
+                self.counters.transactions += 1
+                self._wait_idle()
+            addr += BLOCK64_BYTES if block else SECTOR_BYTES
             self._release()
+
+    def _erase_fast(self, addr: int, block: bool) -> bool:
+        """One erase lock section (lock, wait idle, WREN, RDSR, wait idle, SE or BE64 (``block``), wait idle) in one
+        clock step, as _write_section_fast replays a write's; False (nothing done) when the exact path must run:
+        the reference path's tables not primed yet, or the chip busy when the section starts."""
+        chip = self.chip
+        name = "BE64" if block else "SE"
+        if chip._ns_per_clock != self._fast_npc:
+            self._fast_consts()
+        h, b, poll, period, H1, B1, OP1, W = self._fast[:8]
+        if name not in self._erase_primed:
+            # the tables' keys as the exact path leaves them, so the one step enters none in another order; the
+            # flash time of the erase's wait may still be new (none so far): it comes last in both
+            if not self._primed(("host", "bus"), ("RDSR", "WREN", name),
+                                tuple(k for k, v in ((OP_KEY, OP1), (CMD_KEY, H1), (BUS_KEY, B1)) if v)):
+                return False
+            self._erase_primed.add(name)
+        now0 = self.vclock.now_ns()
+        if chip._busy_until_ns > now0 or not period > 0:
+            return False
+        # OP1, the idle wait (one RDSR), WREN, RDSR (WEL check), the idle wait again, the command's header
+        now = now0 + OP1 + (H1 + B1) + (H1 + W) + (H1 + B1) + (H1 + B1) + H1
+        cmd_bus = int((CMD_CLOCKS + ADDR_BITS) * chip._ns_per_clock + 0.5)
+        now += cmd_bus
+        p = chip.profile
+        if block:
+            typ_ms, max_ms, size = p.block64_erase_typ_ms, p.block64_erase_max_ms, BLOCK64_BYTES
+        else:
+            typ_ms, max_ms, size = p.sector_erase_typ_ms, p.sector_erase_max_ms, SECTOR_BYTES
+        busy = int(round(chip._draw_ns(typ_ms * 1e6, max_ms * 1e6)))  # NorFlashChip._set_busy
+        bu = now + busy
+        # the wait for the erase (_wait_idle)
+        first = now + h + b
+        waits = -int((first - bu) // period) if bu > first else 0
+        polls = waits + 1
+        host_w, bus_w, flash_w = int(polls * h + 0.5), int(polls * b + 0.5), int(waits * poll + 0.5)
+        now += host_w + bus_w + flash_w
+        late = bu - now if bu > now else 0
+        now += late
+        chip._busy_until_ns = bu
+        chip._busy = False   # the last poll saw WIP clear: WEL cleared with it
+        chip._wel = False
+        chip.busy_key = ERASE_KEY
+        if self._time_only:
+            self.vclock.move_ns(now - now0)
+            return True
+        chip.erase_cells(addr, size)
+        st = chip.stats
+        st.busy_ns += busy
+        st.status_reads += 3 + polls
+        if block:
+            st.block64_erases += 1
+        else:
+            st.sector_erases += 1
+        c = self.counters
+        c.lock_sections += 1
+        c.transactions += 5 + polls
+        c.poll_waits += waits
+        host = OP1 + 5 * H1 + host_w
+        flash = flash_w + late
+        bus = now - now0 - host - flash
+        self.vclock.apply_parts(
+            now - now0, _charged((("host", host), ("bus", bus), ("flash", flash))),
+            (("RDSR", 3 + polls), ("WREN", 1), (name, 1)),
+            _charged(((OP_KEY, OP1), (CMD_KEY, host - OP1), (BUS_KEY, bus), (ERASE_KEY, flash))))
+        return True
 
     # ---- BlockDevice (partition-relative, as esp_partition_*) ------------------------
     def reader(self) -> Callable[..., bytes]:

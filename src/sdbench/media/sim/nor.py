@@ -432,6 +432,39 @@ class NorFlashChip(BlockDevice):
         self._draws += 1
         return min(typ_ns * values[i], max_ns)
 
+    def program_busy_ns(self, ks: tuple[int, ...]) -> list[int]:
+        """The busy times (whole ns, as :meth:`_set_busy` keeps them) of page programs of ``ks`` bytes each, drawn
+        in order as :meth:`cmd_page_program` draws them one by one (for a driver that replays a run of programs
+        in one step)."""
+        mode = self.config.timing
+        typs, maxs = self._prog_typ_ns, self._prog_max_ns
+        if mode == "max":
+            return [round(maxs[k]) for k in ks]
+        sigma = self.profile.busy_time_sigma
+        if mode == "typ" or sigma <= 0.0:
+            return [round(typs[k]) for k in ks]
+        values, i = self.busy_factors(len(ks))
+        k = ks[0]
+        typ, mx = typs[k], maxs[k]
+        if typ > 0.0 and ks.count(k) == len(ks):  # all of one size (the usual run): no lookups per program
+            self._draws += len(ks)
+            factors = values[i:i + len(ks)]
+            if typ * max(factors) <= mx:  # none clipped (a product grows with its factor)
+                return list(map(round, map(typ.__mul__, factors)))
+            return [round(mx if mx < (ns := typ * f) else ns) for f in factors]
+        out = []
+        for k in ks:
+            typ = typs[k]
+            if typ <= 0.0:
+                out.append(round(typ))  # _draw_ns: no draw
+                continue
+            ns = typ * values[i]
+            i += 1
+            self._draws += 1
+            mx = maxs[k]
+            out.append(round(mx if mx < ns else ns))
+        return out
+
     def busy_factors(self, n: int) -> tuple[array, int]:
         """``(values, i)``: ``values[i:i + n]`` are the factors exp(σ z) of the chip's next ``n`` busy draws
         (a busy time is typical x factor, clipped to the maximum).  The caller adds the number it used to
@@ -513,7 +546,7 @@ class NorFlashChip(BlockDevice):
     def span_zero_to_one(self, addr: int, data: bytes | memoryview) -> np.ndarray | None:
         """Per byte, the bits ``data`` would have to set 0->1 at ``addr..`` (no wrap); None when there are none."""
         n = len(data)
-        if n <= len(self._erased) and bytes(self._mv[addr:addr + n]) == self._erased[:n]:
+        if n <= len(self._erased) and self._erased.startswith(self._mv[addr:addr + n]):
             return None  # erased cells (the usual case: a byte compare, far cheaper than the bitwise test)
         if n <= self._SMALL_SPAN and not (int.from_bytes(data, "little")
                                           & ~int.from_bytes(self._mv[addr:addr + n], "little")):
@@ -578,12 +611,17 @@ class NorFlashChip(BlockDevice):
         self._start_write_op(name)
         self._bus(CMD_CLOCKS + ADDR_BITS)
         self.vclock.count_command(name)
+        self.erase_cells(addr, size)
+        self._set_busy(self._draw_ns(typ_ms * 1e6, max_ms * 1e6))
+        self.busy_key = "flash.chip.erase"
+
+    def erase_cells(self, addr: int, size: int) -> None:
+        """The cell side of an erase of the ``size``-byte unit holding ``addr`` (no time, no checks): its cells to
+        0xFF and one erase cycle more on each of its sectors; for :meth:`_erase_cmd` and a driver's fast path."""
         addr %= self.profile.capacity_bytes
         start = addr - addr % size  # the chip ignores the low address bits
         self._mem[start:start + size] = 0xFF
         self.erase_counts[start // SECTOR_BYTES:(start + size) // SECTOR_BYTES] += 1
-        self._set_busy(self._draw_ns(typ_ms * 1e6, max_ms * 1e6))
-        self.busy_key = "flash.chip.erase"
 
     def cmd_sector_erase(self, addr: int) -> None:
         p = self.profile
