@@ -25,6 +25,10 @@ def pending() -> bool:
     return _State.pending
 
 
+#: the flag :func:`pending` reads, as an attribute (``FLAG.pending``) for a callback made a million times a run
+FLAG = _State
+
+
 _SIGINT = int(signal.SIGINT)
 _DEFAULT_INT_HANDLER = signal.default_int_handler
 

@@ -9,6 +9,7 @@ flash (one read/program per request).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -216,6 +217,24 @@ class _Context:
         self._sector_reads = type(self).read_bytes is _Context.read_bytes
         # the device's read for many direct calls (a simulated driver fuses its layers for it)
         self._read = device.reader()
+        if self._sector_reads and type(self).read is _Context.read:
+            self.read = self._sector_read()  # type: ignore[method-assign]
+
+    def _sector_read(self) -> Callable[[Any, int, int, int], bytes]:
+        """:meth:`read` of a context that reads whole sectors, as one function of its own values (littlefs calls
+        it a million times a protocol run; the binding looks ``read`` up on the instance)."""
+        read, ss, block_size, base, flag, failed = self._read, self.ss, self.block_size, self.base, \
+            interrupts.FLAG, self._failed
+
+        def sector_read(cfg: Any, block: int, off: int, size: int) -> bytes:
+            try:
+                if self.stopped is not None or flag.pending:
+                    return bytes(size)
+                return read((base + block * block_size + off) // ss, size // ss)
+            except BaseException as e:
+                failed(e)
+                return bytes(size)
+        return sector_read
 
     # byte access: one device op per callback (subclasses may address bytes differently)
     def read_bytes(self, addr: int, size: int) -> bytes:

@@ -41,7 +41,14 @@ class MemoryDevice(BlockDevice):
 
     def restore(self, snap: dict[int, bytes]) -> None:
         """Contents as :meth:`snapshot` took them (no stats, no checks)."""
-        self._chunks = {ci: memoryview(bytearray(chunk)) for ci, chunk in snap.items()}
+        self._chunks.clear()  # in place: see chunk_map
+        self._chunks.update((ci, memoryview(bytearray(chunk))) for ci, chunk in snap.items())
+
+    def chunk_map(self) -> dict[int, memoryview]:
+        """The written chunks by index (CHUNK_BYTES each), the same mapping for the store's life, to be read only:
+        for a reader inlined in a simulated driver's fused path (an unwritten chunk is absent: it reads as the
+        fill, which :meth:`read_bytes` gives)."""
+        return self._chunks
 
     def read_bytes(self, offset: int, size: int) -> bytes:
         """Byte-addressed read of the backing store (no stats, no checks)."""

@@ -549,6 +549,8 @@ class CardModel:
         p = self.p
         start, end = lba * sector_bytes, (lba + count) * sector_bytes
         first_page, end_page = -(-start // p.page_bytes), end // p.page_bytes
+        if end_page <= first_page:
+            return  # no page wholly inside (a filesystem's one-sector erase): nothing changes
         ppa = p.au_bytes // p.page_bytes
         for au in range(start // p.au_bytes, -(-end // p.au_bytes)):
             lo, hi = max(first_page, au * ppa), min(end_page, (au + 1) * ppa)

@@ -79,7 +79,7 @@ from ...clock import VirtualClock
 from ...errors import ConfigError
 from ...options import to_mapping
 from ..base import BlockDevice, Geometry
-from ..memory import MemoryDevice
+from ..memory import CHUNK_BYTES, MemoryDevice
 from .bus import SdBus
 from .busclock import check_bus_clock
 from .card import ERASE_ARGS, CardModel, CardProfile
@@ -200,7 +200,8 @@ class SdHostDriver(SdFatSpiSteps, SdioSteps, StreamingSteps, ReplaySupport, Bloc
         if self._replaying and self.log is None:  # a replay reads the clock's time alone, not its counts
             return
         self.vclock.count_command(name, repeat)
-        self._log_only(t0, name, arg, nbytes, repeat)
+        if self.log is not None:
+            self._log_only(t0, name, arg, nbytes, repeat)
 
     def _log_only(self, t0: int, name: str, arg: int, nbytes: int = 0, repeat: int = 1) -> None:
         """Log without counting a command: blocks of an open transfer (DATA), the SPI stop-tran token."""
@@ -277,12 +278,13 @@ class SdHostDriver(SdFatSpiSteps, SdioSteps, StreamingSteps, ReplaySupport, Bloc
         """Wait for DAT0 busy with vTaskDelay(1) steps (ESP32 SDMMC host, SCF_WAIT_BUSY)."""
         if busy_ns <= 0:
             return
-        t0 = self.vclock.now_ns()
+        clock = self.vclock
+        t0 = clock.now_ns()
         t_end = t0 + busy_ns
-        self._spend(busy_ns, "card", "")
+        clock.advance_ns(busy_ns, "card", "")
         tick = 1e9 / self.host.rtos_tick_hz
         nxt = math.ceil(t_end / tick) * tick
-        self._spend(nxt - t_end, "rtos", "")
+        clock.advance_ns(nxt - t_end, "rtos", "")
         self._waited(t0, busy_ns, parts, ticked=True)
 
     def _spi_wait(self, ns: float, parts: Any = ()) -> None:
@@ -434,7 +436,10 @@ class SdHostDriver(SdFatSpiSteps, SdioSteps, StreamingSteps, ReplaySupport, Bloc
 
     def _write(self, lba: int, data: bytes, buf_addr: int) -> None:
         count = len(data) // SECTOR
-        self._recorded_op("write", self._write_time, lba, count, buf_addr, self._multi)
+        if self._rec is None:  # (_recorded_op's first case, without the call: filesystems write a sector at a time)
+            self._write_time(lba, count, buf_addr, self._multi)
+        else:
+            self._recorded_op("write", self._write_time, lba, count, buf_addr, self._multi)
         self.store.write_bytes(lba * SECTOR, data)  # checked by this device's write()
 
     def _recorded_op(self, name: str, timing: Callable[..., None], *args: Any) -> None:
@@ -463,7 +468,8 @@ class SdHostDriver(SdFatSpiSteps, SdioSteps, StreamingSteps, ReplaySupport, Bloc
         unaligned = self.driver == "sdmmc" and buf_addr % self.host.dma_align_bytes != 0
         if self._fast() and not unaligned:
             multi = count > 1 or self._multi
-            cost = self._recorded_cost(("write", count, multi), self._write_commands, 0, count, multi)
+            cost = self._costs.get(("write", count, multi)) or \
+                self._recorded_cost(("write", count, multi), self._write_commands, 0, count, multi)
             t0 = self.vclock.now_ns()
             self.vclock.charge(cost)
             self._write_done(t0, lba, count, multi)
@@ -519,7 +525,10 @@ class SdHostDriver(SdFatSpiSteps, SdioSteps, StreamingSteps, ReplaySupport, Bloc
 
     def _erase(self, lba: int, count: int) -> None:
         # an erase callback (esp_littlefs's sdmmc_erase_sectors(..., SDMMC_ERASE_ARG)): a full ERASE
-        self._recorded_op("erase", self._erase_cmds, lba, count, "erase")
+        if self._rec is None:  # (as in _write)
+            self._erase_cmds(lba, count, "erase")
+        else:
+            self._recorded_op("erase", self._erase_cmds, lba, count, "erase")
         self.store.erase_bytes(lba * SECTOR, count * SECTOR)  # checked by this device's erase()
 
     def _trim(self, lba: int, count: int) -> None:
@@ -539,8 +548,9 @@ class SdHostDriver(SdFatSpiSteps, SdioSteps, StreamingSteps, ReplaySupport, Bloc
             self._sw(self.host.call_cycles, "call_cycles")
             self._stream_erase(lba, count, kind)
             return
-        if self._fast():
-            cost = self._recorded_cost(("erase", kind), self._erase_commands, 0, 0, kind)
+        if self.log is None:  # _fast(): the streaming kinds went above
+            cost = self._costs.get(("erase", kind)) or \
+                self._recorded_cost(("erase", kind), self._erase_commands, 0, 0, kind)
             t0 = self.vclock.now_ns()
             self.vclock.charge(cost)
         else:
@@ -559,7 +569,8 @@ class SdHostDriver(SdFatSpiSteps, SdioSteps, StreamingSteps, ReplaySupport, Bloc
         arg = ERASE_ARGS[kind]
         busy = self.card.erase_busy_ns(count, kind)
         parts = self.card.busy_parts
-        if self.bus.is_spi:
+        spi = self.bus.is_spi
+        if spi:
             self._spi_wait(busy, parts)
         elif self.driver == "sdmmc":
             self._wait_busy_ticks(busy, parts)
@@ -567,7 +578,7 @@ class SdHostDriver(SdFatSpiSteps, SdioSteps, StreamingSteps, ReplaySupport, Bloc
             self._spend(busy, "card", "")  # the controller watches DAT0 busy itself
             self.vclock.attribute(parts)
         self._event(t0, "CMD38", arg)
-        if self.bus.is_spi:
+        if spi:
             self._send_status()
         self.card.discard(lba, count, SECTOR)
 
@@ -749,6 +760,8 @@ def _fused_reader(drv: SdHostDriver) -> Callable[..., bytes]:
     end = drv.geometry.sector_count
     stats = drv.stats
     store_read = drv.store.read_bytes
+    # within one written chunk (nearly every read): the slice read_bytes would take, without the call
+    chunks = drv.store.chunk_map() if type(drv.store) is MemoryDevice else {}
     clock = drv.vclock  # replaced only while a cost is recorded, inside the driver
     rec, rec_id = drv._rec, drv._rec_id
     boundaries = drv._boundaries
@@ -780,5 +793,11 @@ def _fused_reader(drv: SdHostDriver) -> Callable[..., bytes]:
             rec.read(rec_id, key, lba, count)
         stats.reads += 1
         stats.bytes_read += nbytes
-        return store_read(lba * SECTOR, nbytes)
+        off = lba * SECTOR
+        co = off % CHUNK_BYTES
+        if co + nbytes <= CHUNK_BYTES:
+            chunk = chunks.get(off // CHUNK_BYTES)
+            if chunk is not None:
+                return chunk[co:co + nbytes].tobytes()
+        return store_read(off, nbytes)
     return read
