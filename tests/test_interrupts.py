@@ -38,6 +38,53 @@ class Tripping(MemoryDevice):
         super()._write(lba, data, buf_addr)
 
 
+class TrippingReads(MemoryDevice):
+    """A device whose reads raise ``exc`` once ``trip`` is set (littlefs' fused read callback)."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryDevice.of_size(8 << 20).geometry)
+        self.trip = False
+        self.exc: BaseException = KeyboardInterrupt()
+
+    def _read(self, lba, count, buf_addr):
+        if self.trip:
+            raise self.exc
+        return super()._read(lba, count, buf_addr)
+
+
+def test_a_keyboard_interrupt_in_a_read_callback_stops_littlefs():
+    """The same through littlefs' read callback (one function of the context's values, holding it weakly)."""
+    dev = TrippingReads()
+    fs = LittleFsFileSystem(dev)
+    fs.format()
+    fs.mount()
+    f = fs.open("/a.bin", "w")
+    f.write(bytes(64 << 10))
+    f.close()
+    fs.unmount()
+    dev.trip = True
+    with pytest.raises(KeyboardInterrupt):
+        fs.mount()
+    with pytest.raises(KeyboardInterrupt):  # and every later call
+        fs.mount()
+
+
+def test_a_dropped_littlefs_filesystem_is_freed_at_once():
+    """Its context's read callback does not hold the context: no cycle left for the collector (a power-loss
+    matrix mounts thousands of filesystems over devices of megabytes)."""
+    import gc
+    import weakref
+    gc.disable()
+    try:
+        fs = LittleFsFileSystem(MemoryDevice.of_size(1 << 20))
+        fs.format()
+        ctx = weakref.ref(fs._ctx)
+        del fs
+        assert ctx() is None
+    finally:
+        gc.enable()
+
+
 def test_littlefs_block_size_is_bounded():
     """Issue 32, defect 4: sd_littlefs.block_size = 2 GiB was accepted and ran for minutes."""
     with pytest.raises(ConfigError, match=f"block_size = 2147483648 B is above the maximum {LFS_BLOCK_MAX} B"):

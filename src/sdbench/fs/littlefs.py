@@ -9,6 +9,7 @@ flash (one read/program per request).
 """
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -203,6 +204,16 @@ def check_geometry(cfg: LittleFsConfig, geometry: Geometry, *, offset_bytes: int
 LFS_ERR_IO = -5
 
 
+class _Stop:
+    """The KeyboardInterrupt (or SystemExit) a context's callbacks caught, in an object of its own: the context's
+    fused read reads it without holding the context (which holds that function)."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self) -> None:
+        self.exc: BaseException | None = None
+
+
 class _Context:
     """littlefs block callbacks -> BlockDevice ops (errors kept for a clear message)."""
 
@@ -212,27 +223,39 @@ class _Context:
         self.block_size = cfg.block_size
         self.base = base_bytes
         self.error: BaseException | None = None
-        #: a KeyboardInterrupt (or SystemExit) a callback caught: the run is to stop
-        self.stopped: BaseException | None = None
+        self._stop = _Stop()
         self._sector_reads = type(self).read_bytes is _Context.read_bytes
         # the device's read for many direct calls (a simulated driver fuses its layers for it)
         self._read = device.reader()
         if self._sector_reads and type(self).read is _Context.read:
             self.read = self._sector_read()  # type: ignore[method-assign]
 
+    @property
+    def stopped(self) -> BaseException | None:
+        """A KeyboardInterrupt (or SystemExit) a callback caught: the run is to stop."""
+        return self._stop.exc
+
+    @stopped.setter
+    def stopped(self, e: BaseException | None) -> None:
+        self._stop.exc = e
+
     def _sector_read(self) -> Callable[[Any, int, int, int], bytes]:
         """:meth:`read` of a context that reads whole sectors, as one function of its own values (littlefs calls
-        it a million times a protocol run; the binding looks ``read`` up on the instance)."""
-        read, ss, block_size, base, flag, failed = self._read, self.ss, self.block_size, self.base, \
-            interrupts.FLAG, self._failed
+        it a million times a protocol run; the binding looks ``read`` up on the instance).  It holds the context
+        only weakly, so a dropped filesystem is freed at once, not left in a cycle for the collector."""
+        read, ss, block_size, base, flag, stop = self._read, self.ss, self.block_size, self.base, \
+            interrupts.FLAG, self._stop
+        owner = weakref.ref(self)
 
         def sector_read(cfg: Any, block: int, off: int, size: int) -> bytes:
             try:
-                if self.stopped is not None or flag.pending:
+                if stop.exc is not None or flag.pending:
                     return bytes(size)
                 return read((base + block * block_size + off) // ss, size // ss)
             except BaseException as e:
-                failed(e)
+                ctx = owner()
+                if ctx is not None:
+                    ctx._failed(e)
                 return bytes(size)
         return sector_read
 

@@ -351,6 +351,12 @@ class Esp32FlashDriver(BlockDevice):
             self._read_costs.clear()
         return self._fast
 
+    def _host_keys(self) -> tuple[str, ...]:
+        """The host's ledger keys a fast section charges (but the chip's busy, which comes last on both paths):
+        the lock's when it takes time, the commands' when they do (a command overhead below half a ns still adds
+        up over a wait's polls, after a program's busy: its key must be there first), the bus's."""
+        return tuple(k for k, v in ((OP_KEY, int(self._op_ns + 0.5)), (CMD_KEY, self._cmd_ns), (BUS_KEY, 1)) if v)
+
     def _primed(self, spent: tuple[str, ...], commands: tuple[str, ...], params: tuple[str, ...] = ()) -> bool:
         """Whether the clock's tables hold these categories, commands and ledger keys (a replay's clock keeps no
         tables: nothing to keep in order)."""
@@ -371,7 +377,7 @@ class Esp32FlashDriver(BlockDevice):
         (_wait_step)."""
         chip = self.chip
         if not self._write_primed:
-            if not self._primed(("host", "bus", "flash"), ("RDSR", "WREN", "PP")):
+            if not self._primed(("host", "bus", "flash"), ("RDSR", "WREN", "PP"), self._host_keys()):
                 return False
             self._write_primed = True
         size = len(smv)
@@ -381,6 +387,9 @@ class Esp32FlashDriver(BlockDevice):
         up = None if time_only else chip.span_zero_to_one(start, smv)
         if up is not None and chip.config.strict:
             return False  # the exact path raises at the right program, with the right state
+        now0 = self.vclock.now_ns()
+        if chip._busy_until_ns > now0 and chip.busy_key != PROGRAM_KEY and not time_only:
+            return False  # still busy with an erase (a chip command sent directly): the exact path says so
         if chip._ns_per_clock != self._fast_npc:
             self._fast_consts()
         h, b, poll, period, H1, B1, OP1, _, _, _, _, _, wait_steps, wait_parts, program = self._fast
@@ -389,7 +398,6 @@ class Esp32FlashDriver(BlockDevice):
         nprog = len(ks)
         busies = chip.program_busy_ns(ks)  # each program's busy, drawn in program order as the chip does
 
-        now0 = self.vclock.now_ns()
         now = now0 + OP1
         waited: list[int] = []       # the waits of each busy _wait_idle (the others poll once: 2 nprog - len)
         wait = waited.append
@@ -424,6 +432,7 @@ class Esp32FlashDriver(BlockDevice):
         chip._busy_until_ns = bu
         chip._busy = False   # the last poll saw WIP clear: WEL cleared with it
         chip._wel = False
+        chip.busy_key = PROGRAM_KEY
         if time_only:
             self.vclock.move_ns(now - now0)
             return True
@@ -526,8 +535,8 @@ class Esp32FlashDriver(BlockDevice):
         spent = tuple((cat, v) for cat, v in (("host", host), ("bus", bus)) if v)
         nsec = -(-size // chunk_max)
         cost = self._read_costs[size] = ClockDelta(host + bus, spent, (("READ", ncmd),),
-                                                   ((OP_KEY, nsec * OP1), (CMD_KEY, host - nsec * OP1),
-                                                    (BUS_KEY, bus)))
+                                                   _charged(((OP_KEY, nsec * OP1), (CMD_KEY, host - nsec * OP1),
+                                                             (BUS_KEY, bus))))
         return cost
 
     def _read_fast(self, addr: int, size: int) -> bytes | None:
@@ -651,8 +660,7 @@ class Esp32FlashDriver(BlockDevice):
         if name not in self._erase_primed:
             # the tables' keys as the exact path leaves them, so the one step enters none in another order; the
             # flash time of the erase's wait may still be new (none so far): it comes last in both
-            if not self._primed(("host", "bus"), ("RDSR", "WREN", name),
-                                tuple(k for k, v in ((OP_KEY, OP1), (CMD_KEY, H1), (BUS_KEY, B1)) if v)):
+            if not self._primed(("host", "bus"), ("RDSR", "WREN", name), self._host_keys()):
                 return False
             self._erase_primed.add(name)
         now0 = self.vclock.now_ns()
