@@ -173,6 +173,9 @@ def test_a_process_forked_from_another_thread_still_defers_ctrl_c():
         pid = os.fork()
         if pid == 0:  # the child never returns into the test run, whatever happens
             try:
+                # Python's own handler, as an interactive run has it (a runner started in the background by a
+                # shell without job control inherits SIGINT ignored, and an ignored SIGINT stays ignored)
+                signal.signal(signal.SIGINT, signal.default_int_handler)
                 verdict = b"no KeyboardInterrupt"
                 try:
                     with DeferredSigint() as d:
