@@ -52,13 +52,18 @@ class TrippingReads(MemoryDevice):
         return super()._read(lba, count, buf_addr)
 
 
+def _with_open_file(fs_class, dev):
+    """A filesystem of ``fs_class`` formatted and mounted on ``dev``, and /a.bin open for writing on it."""
+    fs = fs_class(dev)
+    fs.format()
+    fs.mount()
+    return fs, fs.open("/a.bin", "w")
+
+
 def test_a_keyboard_interrupt_in_a_read_callback_stops_littlefs():
     """The same through littlefs' read callback (one function of the context's values, holding it weakly)."""
     dev = TrippingReads()
-    fs = LittleFsFileSystem(dev)
-    fs.format()
-    fs.mount()
-    f = fs.open("/a.bin", "w")
+    fs, f = _with_open_file(LittleFsFileSystem, dev)
     f.write(bytes(64 << 10))
     f.close()
     fs.unmount()
@@ -96,10 +101,7 @@ def test_a_keyboard_interrupt_in_a_callback_stops_the_filesystem(fs_class):
     """Issue 32, defect 4: a KeyboardInterrupt inside a littlefs callback was printed and ignored (the run went
     on); under FatFs it became an internal error. It stops the call, and every later call of that filesystem."""
     dev = Tripping()
-    fs = fs_class(dev)
-    fs.format()
-    fs.mount()
-    f = fs.open("/a.bin", "w")
+    fs, f = _with_open_file(fs_class, dev)
     dev.trip_in = 2
     with pytest.raises(KeyboardInterrupt):
         f.write(bytes(64 << 10))
@@ -120,10 +122,7 @@ def test_a_keyboard_interrupt_in_a_callback_stops_the_filesystem(fs_class):
 def test_a_device_error_under_fatfs_is_a_filesystem_error():
     """fatfs-ng leaves a callback's exception set: it surfaced as SystemError (an internal error, exit 3)."""
     dev = Tripping()
-    fs = FatFileSystem(dev)
-    fs.format()
-    fs.mount()
-    f = fs.open("/a.bin", "w")
+    fs, f = _with_open_file(FatFileSystem, dev)
     dev.trip_in, dev.exc = 1, BlockDeviceError("sector 77 failed")
     try:
         with pytest.raises(FileSystemError, match="write /a.bin: sector 77 failed"):
