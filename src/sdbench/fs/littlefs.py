@@ -224,10 +224,7 @@ class _Context:
         self.base = base_bytes
         self.error: BaseException | None = None
         self._stop = _Stop()
-        self._sector_reads = type(self).read_bytes is _Context.read_bytes
-        # the device's read for many direct calls (a simulated driver fuses its layers for it)
-        self._read = device.reader()
-        if self._sector_reads and type(self).read is _Context.read:
+        if type(self).read_bytes is _Context.read_bytes and type(self).read is _Context.read:
             self.read = self._sector_read()  # type: ignore[method-assign]
 
     @property
@@ -243,7 +240,8 @@ class _Context:
         """:meth:`read` of a context that reads whole sectors, as one function of its own values (littlefs calls
         it a million times a protocol run; the binding looks ``read`` up on the instance).  It holds the context
         only weakly, so a dropped filesystem is freed at once, not left in a cycle for the collector."""
-        read, ss, block_size, base, flag, stop = self._read, self.ss, self.block_size, self.base, \
+        # the device's read for many direct calls (a simulated driver fuses its layers for it)
+        read, ss, block_size, base, flag, stop = self.dev.reader(), self.ss, self.block_size, self.base, \
             interrupts.FLAG, self._stop
         owner = weakref.ref(self)
 
@@ -280,10 +278,7 @@ class _Context:
         try:
             if self.stopped is not None or interrupts.pending():
                 return bytes(size)
-            addr = self.base + block * self.block_size + off
-            if self._sector_reads:  # littlefs reads millions of times: one call less
-                return self._read(addr // self.ss, size // self.ss)
-            return self.read_bytes(addr, size)
+            return self.read_bytes(self.base + block * self.block_size + off, size)
         except BaseException as e:
             self._failed(e)
             return bytes(size)

@@ -364,7 +364,7 @@ def _ends_a_line(last_byte: int) -> bool:
 def _check_read(data: bytes, buf_bytes: int, offset: int) -> None:
     if len(data) != buf_bytes:
         raise SdbenchError(f"read failed: {len(data)} of {buf_bytes} B at offset {offset}")
-    if data[-1:] != b"\n":   # the sketch's check (FULL_READ_VERIFY false): the buffer's last byte
+    if not data or not _ends_a_line(data[-1]):   # the sketch's check (FULL_READ_VERIFY false)
         raise SdbenchError(f"data check error at offset {offset}")
 
 

@@ -392,7 +392,7 @@ class Esp32FlashDriver(BlockDevice):
             return False  # still busy with an erase (a chip command sent directly): the exact path says so
         if chip._ns_per_clock != self._fast_npc:
             self._fast_consts()
-        h, b, poll, period, H1, B1, OP1, _, _, _, _, _, wait_steps, wait_parts, program = self._fast
+        h, b, _, period, H1, B1, OP1, _, _, _, _, _, wait_steps, wait_parts, program = self._fast
         HB = H1 + B1                 # an idle _wait_idle: one RDSR
         ks = self._program_shapes.get((start % self._page, size)) or self._programs(start, size)
         nprog = len(ks)
@@ -429,10 +429,7 @@ class Esp32FlashDriver(BlockDevice):
             if bu > now:
                 late += bu - now
                 now = bu
-        chip._busy_until_ns = bu
-        chip._busy = False   # the last poll saw WIP clear: WEL cleared with it
-        chip._wel = False
-        chip.busy_key = PROGRAM_KEY
+        chip.polled_idle(bu, PROGRAM_KEY)
         if time_only:
             self.vclock.move_ns(now - now0)
             return True
@@ -448,8 +445,6 @@ class Esp32FlashDriver(BlockDevice):
             polls_total += n * (waits + 1)
             waits_total += n * waits
         host += OP1 + n_idle * H1 + nprog * 4 * H1  # before WREN, before RDSR, the idle wait's RDSR, before PP
-        bus = now - now0 - host - flash  # every step of the section is host, bus or flash time
-
         chip.and_span(start, smv, up is None)
         st = chip.stats
         st.page_programs += nprog
@@ -462,11 +457,19 @@ class Esp32FlashDriver(BlockDevice):
         c.lock_sections += 1
         c.transactions += polls_total + 4 * nprog
         c.poll_waits += waits_total
-        self.vclock.apply_parts(
-            now - now0, _charged((("host", host), ("bus", bus), ("flash", flash))),
-            (("RDSR", polls_total + 2 * nprog), ("WREN", nprog), ("PP", nprog)),
-            _charged(((OP_KEY, OP1), (CMD_KEY, host - OP1), (BUS_KEY, bus), (PROGRAM_KEY, flash))))
+        self._apply_section(now - now0, OP1, host, flash, PROGRAM_KEY,
+                            (("RDSR", polls_total + 2 * nprog), ("WREN", nprog), ("PP", nprog)))
         return True
+
+    def _apply_section(self, total: int, op: int, host: int, flash: int, flash_key: str,
+                       commands: tuple[tuple[str, int], ...]) -> None:
+        """A fast section's one step on the clock: ``total`` ns, of which ``op`` the lock, ``host`` all host time
+        (the lock's included), ``flash`` the waits past the chip's busy (to ``flash_key``), the rest bus time
+        (every step of a section is one of the three)."""
+        bus = total - host - flash
+        self.vclock.apply_parts(
+            total, _charged((("host", host), ("bus", bus), ("flash", flash))), commands,
+            _charged(((OP_KEY, op), (CMD_KEY, host - op), (BUS_KEY, bus), (flash_key, flash))))
 
     def _programs(self, start: int, size: int) -> tuple[int, ...]:
         """The byte counts of the page programs of a write at ``start``: at most max_write_bytes, never across a
@@ -488,12 +491,17 @@ class Esp32FlashDriver(BlockDevice):
 
     def _wait_step(self, waits: int) -> int:
         """The time of a _wait_idle that waited ``waits`` poll intervals, kept in _fast_consts' tables with its
-        integer host, bus and flash steps."""
-        h, b, poll = self._fast[0], self._fast[1], self._fast[2]
-        polls = waits + 1
-        parts = self._fast[13][waits] = (int(polls * h + 0.5), int(polls * b + 0.5), int(waits * poll + 0.5))
+        integer host, bus and flash steps (_wait_parts)."""
+        parts = self._fast[13][waits] = self._wait_parts(waits)
         step = self._fast[12][waits] = sum(parts)
         return step
+
+    def _wait_parts(self, waits: int) -> tuple[int, int, int]:
+        """The integer host, bus and flash steps of a _wait_idle that waited ``waits`` poll intervals: its polls'
+        commands, their RDSRs, the intervals (each rounded as advance_ns rounds it)."""
+        h, b, poll = self._fast[0], self._fast[1], self._fast[2]
+        polls = waits + 1
+        return int(polls * h + 0.5), int(polls * b + 0.5), int(waits * poll + 0.5)
 
     def _count_zero_to_one(self, ks: tuple[int, ...], up: Any) -> None:
         """The chip's counts of programs that tried to set bits 0->1 (``up``: span_zero_to_one of the section)."""
@@ -656,7 +664,7 @@ class Esp32FlashDriver(BlockDevice):
         name = "BE64" if block else "SE"
         if chip._ns_per_clock != self._fast_npc:
             self._fast_consts()
-        h, b, poll, period, H1, B1, OP1, W = self._fast[:8]
+        h, b, _, period, H1, B1, OP1, W = self._fast[:8]
         if name not in self._erase_primed:
             # the tables' keys as the exact path leaves them, so the one step enters none in another order; the
             # flash time of the erase's wait may still be new (none so far): it comes last in both
@@ -681,14 +689,11 @@ class Esp32FlashDriver(BlockDevice):
         first = now + h + b
         waits = -int((first - bu) // period) if bu > first else 0
         polls = waits + 1
-        host_w, bus_w, flash_w = int(polls * h + 0.5), int(polls * b + 0.5), int(waits * poll + 0.5)
+        host_w, bus_w, flash_w = self._wait_parts(waits)  # (not kept: an erase's waits seldom repeat)
         now += host_w + bus_w + flash_w
         late = bu - now if bu > now else 0
         now += late
-        chip._busy_until_ns = bu
-        chip._busy = False   # the last poll saw WIP clear: WEL cleared with it
-        chip._wel = False
-        chip.busy_key = ERASE_KEY
+        chip.polled_idle(bu, ERASE_KEY)
         if self._time_only:
             self.vclock.move_ns(now - now0)
             return True
@@ -704,13 +709,8 @@ class Esp32FlashDriver(BlockDevice):
         c.lock_sections += 1
         c.transactions += 5 + polls
         c.poll_waits += waits
-        host = OP1 + 5 * H1 + host_w
-        flash = flash_w + late
-        bus = now - now0 - host - flash
-        self.vclock.apply_parts(
-            now - now0, _charged((("host", host), ("bus", bus), ("flash", flash))),
-            (("RDSR", 3 + polls), ("WREN", 1), (name, 1)),
-            _charged(((OP_KEY, OP1), (CMD_KEY, host - OP1), (BUS_KEY, bus), (ERASE_KEY, flash))))
+        self._apply_section(now - now0, OP1, OP1 + 5 * H1 + host_w, flash_w + late, ERASE_KEY,
+                            (("RDSR", 3 + polls), ("WREN", 1), (name, 1)))
         return True
 
     # ---- BlockDevice (partition-relative, as esp_partition_*) ------------------------

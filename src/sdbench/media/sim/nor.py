@@ -465,6 +465,14 @@ class NorFlashChip(BlockDevice):
             out.append(round(mx if mx < ns else ns))
         return out
 
+    def polled_idle(self, busy_until_ns: int, busy_key: str) -> None:
+        """The state a program or erase ending at ``busy_until_ns`` leaves once a status poll has seen WIP clear (WEL
+        cleared with it), for a driver that replays the commands and the polls in one step."""
+        self._busy_until_ns = busy_until_ns
+        self._busy = False
+        self._wel = False
+        self.busy_key = busy_key
+
     def busy_factors(self, n: int) -> tuple[array, int]:
         """``(values, i)``: ``values[i:i + n]`` are the factors exp(σ z) of the chip's next ``n`` busy draws
         (a busy time is typical x factor, clipped to the maximum).  The caller adds the number it used to
