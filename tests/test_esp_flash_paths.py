@@ -39,6 +39,7 @@ class Recording:
         self.fast_calls = 0     # calls into a fast path (none on the reference path)
         self.fast_hits = 0      # of those, the ones that did the work
         self.erase_hits = 0     # of those, erase sections
+        self.run_hits = 0       # write sections summed from prefix sums (program_runs)
 
 
 def recording_driver(rec: Recording) -> type[Esp32FlashDriver]:
@@ -81,6 +82,11 @@ def recording_driver(rec: Recording) -> type[Esp32FlashDriver]:
             rec.fast_hits += bool(done)
             rec.erase_hits += bool(done)
             return done
+
+        def _program_run(self, k: int, n: int) -> list[int] | None:
+            sums = super()._program_run(k, n)
+            rec.run_hits += sums is not None
+            return sums
 
         def _read_fast(self, addr: int, size: int) -> bytes | None:
             rec.fast_calls += 1
@@ -245,6 +251,9 @@ RAW_CASES = {
     "half-ns-reads": (load_esp_flash_host("esp32-flash", {"extra_dummy_clocks": 1}), CHIP_1M, "random"),
 }
 
+#: the cases whose sections of many programs are summed (busy times drawn, host steps in powers of two of a ns)
+RUN_CASES = ("shipped-host-gd25q32c-random", "half-ns-reads")
+
 
 @pytest.mark.parametrize("case", list(RAW_CASES))
 def test_raw_driver_calls_charge_the_same_on_both_paths(case):
@@ -253,6 +262,8 @@ def test_raw_driver_calls_charge_the_same_on_both_paths(case):
     ref, ref_results = run_raw(True, host, profile, timing)
     assert_same(fast, ref, (fast_results, ref_results))
     assert fast.erase_hits > 0, "no erase took the fast path"
+    if case in RUN_CASES:
+        assert fast.run_hits > 0, "no write section was summed from its programs' prefix sums"
     assert any(isinstance(r, tuple) and r[0] == "NorCommandError" for r in ref_results)  # the busy read
 
 

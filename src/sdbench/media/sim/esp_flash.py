@@ -58,6 +58,7 @@ from ..base import BlockDevice, Geometry
 from .card import MAX_TIME_US
 from .host import DESCRIPTION_RETIRED, STDIO_HELP, check_text_fields, host_metadata, mhz_text
 from .newlib import NewlibStdio
+from .program_runs import WINDOW as RUN_WINDOW, ProgramRuns, exact_below_ns
 from .nor import ADDR_BITS, BLOCK64_BYTES, CMD_CLOCKS, READ_MODES, RDSR_CLOCKS, SECTOR_BYTES, NorFlashChip
 
 FLASH_MODES = ("qio", "qout", "dio", "dout", "fastrd", "slowrd")
@@ -72,6 +73,11 @@ ERASE_KEY = "flash.chip.erase"
 #: default of ``Esp32FlashDriver(reference_path=...)``: True sends every read and write command by command
 #: (the reference path) instead of replaying lock sections in one clock step; results are the same either way
 REFERENCE_PATH = False
+#: a write section of at least this many programs of one size is summed from prefix sums (program_runs), not
+#: program by program (below it the loop costs less than the sums' lookups)
+RUN_PROGRAMS = 8
+#: ... unless a wait after one of its programs could take more poll intervals than this (a table per interval)
+RUN_MAX_INTERVALS = 4096
 
 
 @dataclass(frozen=True)
@@ -217,6 +223,9 @@ class Esp32FlashDriver(BlockDevice):
         self._fast: tuple[Any, ...] = ()
         self._read_costs: dict[int, ClockDelta] = {}  # _read_cost by size
         self._program_shapes: dict[tuple[int, int], tuple[int, ...]] = {}  # _programs by page offset and size
+        # sections of many programs of one size, summed from their busy draws (program_runs), by program size
+        self._runs: dict[int, ProgramRuns | None] = {}
+        self._exact_below = 0  # the clock time below which they may be (exact_below_ns)
         self._write_primed = False
         self._read_primed = False
         self._erase_primed: set[str] = set()  # the erase commands _erase_fast may replay
@@ -349,6 +358,8 @@ class Esp32FlashDriver(BlockDevice):
             )
             self._fast_npc = npc
             self._read_costs.clear()
+            self._runs = {}
+            self._exact_below = exact_below_ns(h, b)
         return self._fast
 
     def _host_keys(self) -> tuple[str, ...]:
@@ -396,7 +407,11 @@ class Esp32FlashDriver(BlockDevice):
         HB = H1 + B1                 # an idle _wait_idle: one RDSR
         ks = self._program_shapes.get((start % self._page, size)) or self._programs(start, size)
         nprog = len(ks)
-        busies = chip.program_busy_ns(ks)  # each program's busy, drawn in program order as the chip does
+        k = ks[0]
+        run = None
+        if nprog >= RUN_PROGRAMS and now0 < self._exact_below and ks.count(k) == nprog:
+            run = self._program_run(k, nprog)
+        busies = chip.program_busy_ns(ks) if run is None else ()  # drawn in program order as the chip does
 
         now = now0 + OP1
         waited: list[int] = []       # the waits of each busy _wait_idle (the others poll once: 2 nprog - len)
@@ -415,6 +430,11 @@ class Esp32FlashDriver(BlockDevice):
             late += bu - now
             now = bu
         now -= HB  # the first program has no idle wait before its WREN but that one
+        if run is not None:
+            # the programs' sums (ProgramRuns): each adds its step up to the PP and the longer of its wait and busy
+            now += nprog * program[k] + run[1]
+            bu = now - run[7] + run[6]
+            late += run[2]
         for k, busy in zip(ks, busies):
             now += program[k]
             bu = now + busy
@@ -433,7 +453,8 @@ class Esp32FlashDriver(BlockDevice):
         if time_only:
             self.vclock.move_ns(now - now0)
             return True
-        n_idle = 2 * nprog - len(waited)
+        # the waits not in `waited` poll once (the run's waits after a PP are in its sums, idle ones included)
+        n_idle = (2 * nprog if run is None else nprog) - len(waited)
         polls_total = n_idle
         waits_total = host = 0
         flash = late
@@ -445,12 +466,17 @@ class Esp32FlashDriver(BlockDevice):
             polls_total += n * (waits + 1)
             waits_total += n * waits
         host += OP1 + n_idle * H1 + nprog * 4 * H1  # before WREN, before RDSR, the idle wait's RDSR, before PP
+        if run is not None:
+            host += run[3]
+            flash += run[4]
+            polls_total += run[5] + nprog
+            waits_total += run[5]
         chip.and_span(start, smv, up is None)
         st = chip.stats
         st.page_programs += nprog
         st.bytes_programmed += size
         st.status_reads += polls_total + 2 * nprog
-        st.busy_ns += sum(busies)
+        st.busy_ns += sum(busies) if run is None else run[0]
         if up is not None:
             self._count_zero_to_one(ks, up)
         c = self.counters
@@ -470,6 +496,30 @@ class Esp32FlashDriver(BlockDevice):
         self.vclock.apply_parts(
             total, _charged((("host", host), ("bus", bus), ("flash", flash))), commands,
             _charged(((OP_KEY, op), (CMD_KEY, host - op), (BUS_KEY, bus), (flash_key, flash))))
+
+    def _program_run(self, k: int, n: int) -> list[int] | None:
+        """The sums of a section's ``n`` programs of ``k`` bytes (ProgramRuns.sums), their busy times drawn; None
+        (nothing drawn) when the chip does not draw them or the waits would need too many thresholds."""
+        runs = self._runs.get(k)
+        if runs is None:
+            if k in self._runs:
+                return None
+            chip = self.chip
+            typ, mx = chip.program_times_ns(k)
+            f = self._fast
+            hb, period = f[0] + f[1], f[3]  # the loop's h + b and poll period
+            if (mx - hb) / period > RUN_MAX_INTERVALS:
+                self._runs[k] = None
+                return None
+            runs = self._runs[k] = ProgramRuns(typ, mx, hb, period, self._wait_parts)
+        drawn = self.chip.program_run_draws(k, n, RUN_WINDOW)
+        if drawn is None:
+            self._runs[k] = None
+            return None
+        values, i = drawn
+        if not runs.covers(values, i, n):
+            runs.take(values, i, i + max(n, RUN_WINDOW))
+        return runs.sums(i, n)
 
     def _programs(self, start: int, size: int) -> tuple[int, ...]:
         """The byte counts of the page programs of a write at ``start``: at most max_write_bytes, never across a

@@ -465,6 +465,21 @@ class NorFlashChip(BlockDevice):
             out.append(round(mx if mx < ns else ns))
         return out
 
+    def program_run_draws(self, k: int, n: int, ahead: int) -> tuple[array, int] | None:
+        """The factors of the busy times of ``n`` page programs of ``k`` bytes, drawn at once: ``(values, i)``,
+        the draws ``values[i:i + n]`` (``values[i:i + ahead]`` are there too, still to draw), for a driver that
+        works out a run's busy times itself (sdbench.media.sim.program_runs); None when they are not drawn
+        (timing typ or max, no spread, a program of no time): then :meth:`program_busy_ns`."""
+        if self.config.timing != "random" or self.profile.busy_time_sigma <= 0.0 or self._prog_typ_ns[k] <= 0.0:
+            return None
+        values, i = self.busy_factors(max(n, ahead))
+        self._draws += n
+        return values, i
+
+    def program_times_ns(self, k: int) -> tuple[float, float]:
+        """The typical and maximum busy time of a page program of ``k`` bytes (ns)."""
+        return self._prog_typ_ns[k], self._prog_max_ns[k]
+
     def polled_idle(self, busy_until_ns: int, busy_key: str) -> None:
         """The state a program or erase ending at ``busy_until_ns`` leaves once a status poll has seen WIP clear (WEL
         cleared with it), for a driver that replays the commands and the polls in one step."""
