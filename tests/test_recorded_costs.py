@@ -115,3 +115,50 @@ def test_charge_is_apply_summed_later(steps):
     a.apply(_COSTS[0])
     b.charge(_COSTS[0])
     assert b.delta_since(mb) == a.delta_since(ma)
+
+
+_PARTS = (("host", "bus", "flash"), ("RDSR", "PP"), ("flash.host.cmd", "flash.chip.program"))
+_summed_step = st.one_of(
+    st.tuples(st.just("summed"), st.lists(st.integers(0, 5_000), min_size=7, max_size=7)),
+    st.tuples(st.just("advance"), st.sampled_from(["host", "bus", "rtos"]), st.integers(0, 10_000)),
+    st.tuples(st.just("count"), st.sampled_from(["RDSR", "CMD13"])),
+    st.tuples(st.just("read")),
+)
+
+
+def _as_parts(v: list[int]) -> tuple[int, tuple, tuple, tuple]:
+    spent, commands, params = _PARTS
+    return (sum(v[:3]), tuple(zip(spent, v[:3])), tuple(zip(commands, v[3:5])), tuple(zip(params, v[5:7])))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_summed_step, max_size=40))
+def test_a_summer_gives_the_clock_apply_parts_would(steps):
+    """Parts added to a summer's list (with advance_summed) give the same time and tables as apply_parts, key
+    order included, read at any point."""
+    a, b = VirtualClock(), VirtualClock()
+    assert b.summer(*_PARTS) is None  # no key in its table yet: the first charge puts it there
+    for clock in (a, b):
+        clock.advance_ns(5, "usb")
+        clock.apply_parts(*_as_parts([1, 2, 3, 4, 5, 6, 7]))
+    sums = b.summer(*_PARTS)
+    assert sums == [0] * 7
+    for step in steps:
+        if step[0] == "summed":
+            a.apply_parts(*_as_parts(step[1]))
+            b.advance_summed(sum(step[1][:3]))
+            for i, v in enumerate(step[1]):
+                sums[i] += v
+        elif step[0] == "advance":
+            a.advance_ns(step[2], step[1])
+            b.advance_ns(step[2], step[1])
+        elif step[0] == "count":
+            a.count_command(step[1])
+            b.count_command(step[1])
+        else:
+            assert list(b.breakdown_ns().items()) == list(a.breakdown_ns().items())
+            assert list(b.ledger_ns().items()) == list(a.ledger_ns().items())
+    assert b.now_ns() == a.now_ns()
+    assert list(b.breakdown_ns().items()) == list(a.breakdown_ns().items())
+    assert list(b.commands_snapshot().items()) == list(a.commands_snapshot().items())
+    assert list(b.ledger_ns().items()) == list(a.ledger_ns().items())

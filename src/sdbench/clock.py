@@ -103,6 +103,8 @@ class VirtualClock(Clock):
         self._params: dict[str, float] = {}
         # charge(): recorded costs applied but not yet summed into the tables, by id -> [cost, times]
         self._pending: dict[int, list] = {}
+        # summer(): the lists callers add their parts to, each with the (table, key) of each place and zeros
+        self._sums: list[tuple[list[int], tuple[tuple[dict, str], ...], list[int]]] = []
 
     def now_ns(self) -> int:
         return self._now_ns
@@ -206,6 +208,27 @@ class VirtualClock(Clock):
                 key = UNATTRIBUTED + k
                 by_param[key] = by_param.get(key, 0.0) + v
 
+    def summer(self, spent: tuple[str, ...], commands: tuple[str, ...], params: tuple[str, ...]) -> list[int] | None:
+        """For a model that works out a new cost each time, very often (a flash driver's write section): a list to
+        add each cost's whole-ns parts to, in place of :meth:`apply_parts`, one place per key given (categories,
+        then commands, then ledger keys), while :meth:`advance_summed` moves the time.  The tables take the sums
+        when they are read, as they take :meth:`charge`'s costs.  None while a key is not in its table yet: a
+        key enters it where the first charge of it puts it (apply_parts, then)."""
+        places = (*((self._spent, k) for k in spent), *((self._commands, k) for k in commands),
+                  *((self._params, k) for k in params))
+        if not all(k in table for table, k in places):
+            return None
+        sums = [0] * len(places)
+        self._sums.append((sums, places, [0] * len(places)))
+        return sums
+
+    def advance_summed(self, total_ns: int) -> None:
+        """The time of a cost whose parts went to a :meth:`summer` list."""
+        rec = self.recording
+        if rec is not None and not rec.depth and total_ns:
+            rec.unpriced("a recorded cost applied above the driver models")
+        self._now_ns += total_ns
+
     def move_ns(self, ns: int) -> None:
         """Time moves by ``ns`` whole ns, and nothing else: no table, no recording.  For a driver model replaying
         another run's requests (sdbench.ledger.replay), which reads the clock's time alone."""
@@ -254,6 +277,11 @@ class VirtualClock(Clock):
                 for k, v in cost.params or ((UNATTRIBUTED + c, v) for c, v in cost.spent):
                     params[k] += n * v
                 entry[1] = 0
+        for sums, places, zeros in self._sums:
+            if any(sums):
+                for (table, k), v in zip(places, sums):
+                    table[k] += v
+                sums[:] = zeros
 
     def mark(self) -> tuple[int, dict[str, int], dict[str, int], dict[str, float]]:
         self._fold()
@@ -314,6 +342,9 @@ class TimeOnlyClock(VirtualClock):
 
     def charge(self, cost: "ClockDelta", times: int = 1) -> None:
         self._now_ns += cost.total_ns * times
+
+    def summer(self, spent: tuple[str, ...], commands: tuple[str, ...], params: tuple[str, ...]) -> list[int] | None:
+        return None  # no tables to sum into: apply_parts keeps the time
 
     def charger(self, cost: "ClockDelta") -> Callable[[], None]:
         step = cost.total_ns

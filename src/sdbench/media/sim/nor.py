@@ -446,6 +446,10 @@ class NorFlashChip(BlockDevice):
         values, i = self.busy_factors(len(ks))
         k = ks[0]
         typ, mx = typs[k], maxs[k]
+        if len(ks) == 1 and typ > 0.0:  # one program (a small write): no list of factors
+            self._draws += 1
+            ns = typ * values[i]
+            return [round(mx if mx < ns else ns)]
         if typ > 0.0 and ks.count(k) == len(ks):  # all of one size (the usual run): no lookups per program
             self._draws += len(ks)
             factors = values[i:i + len(ks)]
