@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sdbench import scenarios as scen
 from sdbench.cli import main
 from sdbench.clock import UNATTRIBUTED, ClockDelta, TimeOnlyClock, VirtualClock
-from sdbench.ledger import compact, per_call
+from sdbench.ledger import Recording, compact, per_call
 from sdbench.protocols import protocol, run_scenario
 
 #: one of each driver kind: ESP-IDF sdmmc (CMD13 polling, RTOS ticks, FAT and LittleFS), P2 SPI, SdFat SPI
@@ -178,3 +180,44 @@ def test_a_time_only_clock_keeps_the_same_time_as_a_full_one():
     assert lean.breakdown_ns() == {} and lean.commands_snapshot() == {}
     with pytest.raises(Exception, match="cannot advance a clock"):
         lean.advance_ns(-1.0)
+
+
+_rec_steps = st.lists(st.one_of(
+    st.tuples(st.just("read"), st.integers(0, 1), st.sampled_from([1, 8]), st.integers(0, 999)),
+    st.tuples(st.just("charge"), st.sampled_from([10.0, 20.0])),
+    st.tuples(st.just("op"), st.integers(0, 1)),
+    st.tuples(st.just("mark"), st.sampled_from(["a", "b"])),
+    st.tuples(st.just("start")),
+), max_size=60)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_rec_steps)
+def test_reads_appended_while_the_epoch_stays_are_recorded_as_read_records_them(steps):
+    """A fused read appends to the list Recording.read_spans gave while Recording.epoch is unchanged: the same
+    items as Recording.read, whatever comes between (charges, requests, marks, the stack being built)."""
+    plain, fused = Recording(), Recording()
+    slots: dict[tuple[int, int], list] = {}
+    for step in steps:
+        if step[0] == "read":
+            _, driver, key, lba = step
+            plain.read(driver, key, lba, key)
+            slot = slots.setdefault((driver, key), [-1, None])
+            if slot[0] == fused.epoch:
+                slot[1] += (lba, key)
+            else:
+                slot[1] = fused.read_spans(driver, key, lba, key)
+                slot[0] = fused.epoch if slot[1] is not None else -1
+        else:
+            for rec in (plain, fused):
+                if step[0] == "charge":
+                    rec.charge(step[1], "host", None)
+                elif step[0] == "op":
+                    rec.op(step[1], "write", (0, 1))
+                elif step[0] == "mark":
+                    rec.mark(step[1])
+                elif not rec.live:
+                    rec.start()
+    for rec in (plain, fused):
+        rec.mark("end")
+    assert fused.items == plain.items

@@ -174,6 +174,9 @@ class Recording:
         self.drivers: list[Any] = []
         #: > 0 while a driver model runs a request
         self.depth = 0
+        #: changes whenever a state-free read could no longer go straight into the spans list :meth:`read_spans`
+        #: gave (a new segment, a charge waiting to be put before the next read, the stack built)
+        self.epoch = 0
         #: why the requests cannot be re-priced (empty: they can)
         self.reasons: list[str] = []
         # the current segment: state-free reads and priced charges since the last request or mark, the charges
@@ -200,6 +203,7 @@ class Recording:
         return len(self.drivers) - 1
 
     def _flush(self) -> None:
+        self.epoch += 1
         if self._pre:
             self.items.append((CHARGES, self._pre))
             self._pre = {}
@@ -213,6 +217,7 @@ class Recording:
     def start(self) -> None:
         """The stack is built: from now on requests, charges and timed calls are recorded."""
         self.live = True
+        self.epoch += 1
 
     def op(self, driver: int, name: str, args: tuple[Any, ...]) -> None:
         """A request whose time depends on the driver's state or the clock: replayed one by one."""
@@ -237,11 +242,19 @@ class Recording:
             spans.append(lba)
             spans.append(count)
 
+    def read_spans(self, driver: int, key: Any, lba: int, count: int) -> list[int] | None:
+        """:meth:`read`, for a driver's fused read (a million a run): then the list the next such reads of
+        ``key`` may append their ``lba`` and ``count`` to themselves, in place of :meth:`read`, while
+        :attr:`epoch` is what it is now.  None while nothing is recorded (the stack is being built)."""
+        self.read(driver, key, lba, count)
+        return self._reads[(driver, key)] if self.live else None
+
     def charge(self, ns: float, category: str, price: Price | None) -> None:
         """A charge above the drivers: ``price`` says which field sets it (None: no profile field, e.g. a cache's
         CPU time at its own clock), ``ns`` what it was in this run."""
         if not self.live:
             return
+        self.epoch += 1
         self._add(self._charges, self.charge_key(category, price), ns, 1)
 
     def charge_key(self, category: str, price: Price | None) -> tuple[str, Price | None]:
@@ -255,6 +268,7 @@ class Recording:
         very often."""
         if not self.live:
             return
+        self.epoch += 1
         entry = self._charges.get(key)
         if entry is not None and entry[0] == ns:
             entry[1] += times

@@ -680,6 +680,12 @@ class Esp32FlashDriver(BlockDevice):
         n = len(mv)
         chunk_max = self.profile.write_chunk_bytes
         fast = not self.reference_path
+        if 0 < n <= chunk_max and fast:  # one section (nearly every write): the loop below, without its slice
+            self._yield_check()
+            if not self._write_section_fast(addr, mv):
+                self._write_section(addr, mv)
+            self._release()
+            return
         pos = 0
         while pos < n:
             chunk = min(chunk_max, n - pos)
@@ -813,7 +819,10 @@ class Esp32FlashDriver(BlockDevice):
         return data
 
     def _write(self, lba: int, data: bytes, buf_addr: int) -> None:
-        self._reported("write", self.flash_write, lba, len(data), data)
+        if self._rec is None:  # (_reported's first case, without the call: a write is often one small section)
+            self.flash_write(self.offset_bytes + lba, data)
+        else:
+            self._reported("write", self.flash_write, lba, len(data), data)
 
     def _erase(self, lba: int, count: int) -> None:
         self._reported("erase", self.flash_erase_region, lba, count, count)
@@ -876,7 +885,9 @@ def _fused_reader(drv: Esp32FlashDriver) -> Callable[..., bytes]:
     clock = drv.vclock
     rec, rec_id = drv._rec, drv._rec_id
     chunk = drv.profile.read_chunk_bytes
-    known: dict[int, tuple[Callable[[], None], int, int, float]] = {}
+    # per size: the charger, READ commands, lock sections, SCLK, and the recording's spans list for the size with
+    # the epoch it is good for (Recording.read_spans)
+    known: dict[int, tuple[Callable[[], None], int, int, float, list[Any]]] = {}
 
     def read(lba: int, count: int, *, buf_addr: int = 0) -> bytes:
         e = known.get(count)
@@ -887,9 +898,9 @@ def _fused_reader(drv: Esp32FlashDriver) -> Callable[..., bytes]:
             npc = chip._ns_per_clock
             cost = drv._read_costs.get(count) if drv._fast_npc == npc else None
             if drv._read_primed and not drv.reference_path and cost is not None:
-                known[count] = (clock.charger(cost), cost.commands[0][1], -(-count // chunk), npc)
+                known[count] = (clock.charger(cost), cost.commands[0][1], -(-count // chunk), npc, [-1, None])
             return data
-        charge, ncmd, nsec, _ = e
+        charge, ncmd, nsec, _, spans = e
         addr = base + lba
         data = mem[addr:addr + count].tobytes()
         chip_stats.read_commands += ncmd
@@ -898,7 +909,11 @@ def _fused_reader(drv: Esp32FlashDriver) -> Callable[..., bytes]:
         charge()
         os_.released_since_ns = clock.now_ns()  # _release after the last chunk
         if rec is not None:
-            rec.read(rec_id, count, lba, count)
+            if spans[0] == rec.epoch:
+                spans[1] += (lba, count)
+            else:
+                spans[1] = rec.read_spans(rec_id, count, lba, count)
+                spans[0] = rec.epoch if spans[1] is not None else -1
         stats.reads += 1
         stats.bytes_read += count
         return data

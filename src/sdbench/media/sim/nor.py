@@ -343,6 +343,8 @@ class NorFlashChip(BlockDevice):
         # per-n program times in ns, computed once (n = 1..page)
         self._prog_typ_ns = [p.program_time_us(n, "typ") * 1e3 for n in range(self._page + 1)]
         self._prog_max_ns = [p.program_time_us(n, "max") * 1e3 for n in range(self._page + 1)]
+        #: program and erase times are drawn (timing "random" with a spread), not typical or maximum
+        self._drawn = self.config.timing == "random" and p.busy_time_sigma > 0.0
 
     # ---- bus ------------------------------------------------------------------------
     def set_bus_clock(self, clock_hz: int) -> None:
@@ -436,20 +438,21 @@ class NorFlashChip(BlockDevice):
         """The busy times (whole ns, as :meth:`_set_busy` keeps them) of page programs of ``ks`` bytes each, drawn
         in order as :meth:`cmd_page_program` draws them one by one (for a driver that replays a run of programs
         in one step)."""
-        mode = self.config.timing
         typs, maxs = self._prog_typ_ns, self._prog_max_ns
-        if mode == "max":
-            return [round(maxs[k]) for k in ks]
-        sigma = self.profile.busy_time_sigma
-        if mode == "typ" or sigma <= 0.0:
+        if not self._drawn:
+            if self.config.timing == "max":
+                return [round(maxs[k]) for k in ks]
             return [round(typs[k]) for k in ks]
-        values, i = self.busy_factors(len(ks))
         k = ks[0]
         typ, mx = typs[k], maxs[k]
-        if len(ks) == 1 and typ > 0.0:  # one program (a small write): no list of factors
+        if len(ks) == 1 and typ > 0.0:  # one program (a small write): no list of factors, no call if it is there
+            s, i = self._factors, self._draws - self._factors_base
+            values = s.values if s is not None and i < len(s.values) else self.busy_factors(1)[0]
+            i = self._draws - self._factors_base  # (busy_factors may have moved the stream's base)
             self._draws += 1
             ns = typ * values[i]
             return [round(mx if mx < ns else ns)]
+        values, i = self.busy_factors(len(ks))
         if typ > 0.0 and ks.count(k) == len(ks):  # all of one size (the usual run): no lookups per program
             self._draws += len(ks)
             factors = values[i:i + len(ks)]
@@ -474,7 +477,7 @@ class NorFlashChip(BlockDevice):
         the draws ``values[i:i + n]`` (``values[i:i + ahead]`` are there too, still to draw), for a driver that
         works out a run's busy times itself (sdbench.media.sim.program_runs); None when they are not drawn
         (timing typ or max, no spread, a program of no time): then :meth:`program_busy_ns`."""
-        if self.config.timing != "random" or self.profile.busy_time_sigma <= 0.0 or self._prog_typ_ns[k] <= 0.0:
+        if not self._drawn or self._prog_typ_ns[k] <= 0.0:
             return None
         values, i = self.busy_factors(max(n, ahead))
         self._draws += n
@@ -647,8 +650,14 @@ class NorFlashChip(BlockDevice):
         0xFF and one erase cycle more on each of its sectors; for :meth:`_erase_cmd` and a driver's fast path."""
         addr %= self.profile.capacity_bytes
         start = addr - addr % size  # the chip ignores the low address bits
-        self._mem[start:start + size] = 0xFF
-        self.erase_counts[start // SECTOR_BYTES:(start + size) // SECTOR_BYTES] += 1
+        if size <= len(self._erased):  # a byte copy and one counter: far cheaper than numpy's slice operations
+            self._mv[start:start + size] = self._erased[:size]
+        else:
+            self._mem[start:start + size] = 0xFF
+        if size == SECTOR_BYTES:
+            self.erase_counts[start // SECTOR_BYTES] += 1
+        else:
+            self.erase_counts[start // SECTOR_BYTES:(start + size) // SECTOR_BYTES] += 1
 
     def cmd_sector_erase(self, addr: int) -> None:
         p = self.profile

@@ -766,8 +766,10 @@ def _fused_reader(drv: SdHostDriver) -> Callable[..., bytes]:
     rec, rec_id = drv._rec, drv._rec_id
     boundaries = drv._boundaries
     align = drv.host.dma_align_bytes if drv.driver == "sdmmc" else 0
-    aligned: dict[int, tuple[Callable[[], None], tuple[Any, ...], int]] = {}
-    bounced: dict[int, tuple[Callable[[], None], tuple[Any, ...], int]] = {}
+    # per count: the charger, the recording's key, the bytes, and the recording's spans list for the key with
+    # the epoch it is good for (Recording.read_spans)
+    aligned: dict[int, tuple[Callable[[], None], tuple[Any, ...], int, list[Any]]] = {}
+    bounced: dict[int, tuple[Callable[[], None], tuple[Any, ...], int, list[Any]]] = {}
 
     def read(lba: int, count: int, *, buf_addr: int = 0) -> bytes:
         known = bounced if buf_addr and align and buf_addr % align else aligned
@@ -776,9 +778,9 @@ def _fused_reader(drv: SdHostDriver) -> Callable[..., bytes]:
             data = drv.read(lba, count, buf_addr=buf_addr)
             if e is None and count > 0 and drv.log is None and not drv._multi:
                 key = ("read", count, known is bounced, False)
-                known[count] = (clock.charger(drv._costs[key]), key, count * SECTOR)
+                known[count] = (clock.charger(drv._costs[key]), key, count * SECTOR, [-1, None])
             return data
-        charge, key, nbytes = e
+        charge, key, nbytes, spans = e
         charge()
         if boundaries:
             if rec is None:
@@ -790,7 +792,11 @@ def _fused_reader(drv: SdHostDriver) -> Callable[..., bytes]:
                 finally:
                     rec.depth -= 1
         if rec is not None:
-            rec.read(rec_id, key, lba, count)
+            if spans[0] == rec.epoch:
+                spans[1] += (lba, count)
+            else:
+                spans[1] = rec.read_spans(rec_id, key, lba, count)
+                spans[0] = rec.epoch if spans[1] is not None else -1
         stats.reads += 1
         stats.bytes_read += nbytes
         off = lba * SECTOR
