@@ -83,6 +83,33 @@ class BlockDeviceSuite:
         assert d.read(lba, n) == data2
         d.close()
 
+    def test_copy_in_pieces_is_its_reads_and_writes(self) -> None:
+        """copy_pieces: the source's data at the destination, counted as a read and a write per piece."""
+        if not self.writable:
+            return
+        d = self._dev()
+        g = d.geometry
+        unit = max(g.prog_size, g.read_size, g.erase_size) // g.sector_size
+        if g.sector_count < 2 * unit:
+            d.close()
+            return
+        piece = max(g.prog_size, g.read_size) // g.sector_size
+        src, dst = 0, g.sector_count // unit // 2 * unit
+        if g.erase_value is not None:
+            d.erase(src, unit)
+            d.erase(dst, unit)
+        data = _pattern(unit * g.sector_size, 11)
+        d.write(src, data)
+        before = d.stats.snapshot()
+        d.copy_pieces(src, dst, unit, piece)
+        after = d.stats.snapshot()
+        assert d.read(dst, unit) == data and d.read(src, unit) == data
+        pieces = unit // piece
+        assert after["reads"] - before["reads"] == after["writes"] - before["writes"] == pieces
+        assert after["bytes_read"] - before["bytes_read"] == after["bytes_written"] - before["bytes_written"] == \
+            unit * g.sector_size
+        d.close()
+
     def test_erase_reads_back_erase_value(self) -> None:
         if not self.writable:
             return

@@ -175,6 +175,16 @@ class BlockDevice(ABC):
         simulated SD and flash drivers' fused reads); by default it is :meth:`read` itself."""
         return self.read
 
+    def copy_pieces(self, src_lba: int, dst_lba: int, count: int, piece: int) -> None:
+        """Copy ``count`` sectors from ``src_lba`` to ``dst_lba``, ``piece`` sectors at a time: a read of each
+        piece, then its write (what wear levelling's move of a page through a small buffer does), with every
+        effect of those calls (checks, errors, stats, time).  A device may do it in fewer steps (the simulated
+        ESP32 flash driver); by default it is those reads and writes."""
+        read = self.reader()
+        for i in range(0, count, piece):
+            n = min(piece, count - i)
+            self.write(dst_lba + i, read(src_lba + i, n))
+
     def write(self, lba: int, data: bytes | bytearray | memoryview, *, buf_addr: int = 0) -> None:
         g = self.geometry
         ss = g.sector_size

@@ -362,10 +362,8 @@ class WearLevelling(BlockDeviceWrapper):
         data_addr = data_pos * page
         dummy_addr = st.pos * page
         self.inner.erase(dummy_addr, page)
-        tb = self.config.temp_buff_bytes
-        for i in range(page // tb):
-            piece = self._inner_read(data_addr + i * tb, tb)
-            self.inner.write(dummy_addr + i * tb, piece)
+        # the page through the temp buffer: a read and a write of temp_buff_bytes each
+        self.inner.copy_pieces(data_addr, dummy_addr, page, self.config.temp_buff_bytes)
         rec = self._pos_record(st.pos)
         off = STATE_RECORD_BYTES + st.pos * self.config.pos_record_bytes
         self.inner.write(self.addr_state1 + off, rec)

@@ -804,6 +804,129 @@ class Esp32FlashDriver(BlockDevice):
             return self.read
         return _fused_reader(self)
 
+    def copy_pieces(self, src_lba: int, dst_lba: int, count: int, piece: int) -> None:
+        """BlockDevice.copy_pieces: a read of each piece, then its write (one lock section of one page program),
+        worked out piece by piece with the same steps as those calls and given to the clock, the counters and
+        the cells once for all the pieces, when nothing can come between (see _copy_fast); otherwise those calls."""
+        if not self._copy_fast(src_lba, dst_lba, count, piece):
+            super().copy_pieces(src_lba, dst_lba, count, piece)
+
+    def _copy_fast(self, src_lba: int, dst_lba: int, count: int, piece: int) -> bool:
+        """copy_pieces in one step; False (nothing done) unless each piece is a read that takes its size's recorded
+        cost and a write of one program into erased cells of a page, nothing is recorded or hooked, the chip is
+        idle and its busy times are drawn.  Each piece's write section takes the steps of _write_section_fast
+        for one program (the time is the loop's, from the absolute time); a yield check that yields gives the
+        clock what went before and takes the exact path's _yield_check."""
+        chip = self.chip
+        clock = self.vclock
+        end = self.geometry.sector_count
+        if (type(self) is not Esp32FlashDriver or self.reference_path or self._rec is not None or self._time_only
+                or self.read_only or piece <= 0 or count <= 0 or count % piece or not self._write_primed
+                or not self._read_primed or chip._ns_per_clock != self._fast_npc or not chip._drawn
+                or min(src_lba, dst_lba) < 0 or max(src_lba, dst_lba) + count > end
+                or src_lba < dst_lba + count and dst_lba < src_lba + count):
+            return False
+        src, dst = self.offset_bytes + src_lba, self.offset_bytes + dst_lba
+        page, prof = self._page, self.profile
+        if (piece > prof.max_write_bytes or piece > prof.write_chunk_bytes or dst % piece or page % piece
+                or count > len(chip._erased) or not chip._erased.startswith(chip._mv[dst:dst + count])):
+            return False
+        sums = self._write_sums or self._summer()
+        read_cost = self._read_costs.get(piece)
+        typ, mx = chip.program_times_ns(piece)
+        now = clock.now_ns()
+        if sums is None or read_cost is None or typ <= 0.0 or chip._busy or chip._busy_until_ns > now:
+            return False
+        h, b, _, period, H1, B1, OP1, _, _, _, _, _, wait_steps, wait_parts, program = self._fast
+        HB = H1 + B1
+        step_k = program[piece]
+        R = read_cost.total_ns
+        n = count // piece
+        values, i0 = chip.program_run_draws(piece, n, n)
+        os_ = self._os
+        yields = prof.yield_during_erase
+        released_long = prof.erase_yield_ticks * self._tick_ns
+        held_long = prof.erase_yield_duration_ms * 1e6
+        ncmd = read_cost.commands[0][1]
+        reads = writes = total = host = flash = polls = waits_all = busy_all = 0
+        bu = 0
+        for i in range(i0, i0 + n):
+            now += R                 # the piece's read (its size's recorded cost), then its lock released
+            reads += 1
+            os_.released_since_ns = now
+            if yields:               # _yield_check before the write's section
+                if now - os_.released_since_ns >= released_long:
+                    os_.acquired_since_ns = now
+                elif now - os_.acquired_since_ns >= held_long:
+                    self._apply_copied(reads, writes, total, host, flash, polls, waits_all, read_cost, sums)
+                    reads = writes = total = host = flash = polls = waits_all = 0
+                    self._yield_check()
+                    now = clock.now_ns()
+            now0 = now
+            # the section (_write_section_fast, one program): lock, an idle wait (the chip finished the last
+            # program), WREN, RDSR, PP, then its wait
+            now += OP1 + step_k
+            ns = typ * values[i]
+            busy = round(mx if mx < ns else ns)
+            busy_all += busy
+            bu = now + busy
+            first = now + h + b
+            if bu > first:
+                w = -int((first - bu) // period)
+                now += wait_steps.get(w) or self._wait_step(w)
+                hs, _, fs = wait_parts[w]
+                host += OP1 + 5 * H1 + hs
+                flash += fs
+                polls += w + 2
+                waits_all += w
+            else:
+                now += HB
+                host += OP1 + 6 * H1
+                polls += 2
+            if bu > now:
+                flash += bu - now
+                now = bu
+            writes += 1
+            total += now - now0
+            os_.released_since_ns = now  # _release after the write
+        self._apply_copied(reads, writes, total, host, flash, polls, waits_all, read_cost, sums)
+        chip.polled_idle(bu, PROGRAM_KEY)
+        chip._mv[dst:dst + count] = chip._mv[src:src + count]
+        st = chip.stats
+        st.read_commands += n * ncmd
+        st.page_programs += n
+        st.bytes_programmed += count
+        st.busy_ns += busy_all
+        c = self.counters
+        c.lock_sections += n * -(-piece // prof.read_chunk_bytes)
+        c.transactions += n * ncmd
+        ds = self.stats
+        ds.reads += n
+        ds.bytes_read += count
+        ds.writes += n
+        ds.bytes_written += count
+        return True
+
+    def _apply_copied(self, reads: int, writes: int, total: int, host: int, flash: int, polls: int, waits: int,
+                      read_cost: ClockDelta, sums: list[int]) -> None:
+        """_copy_fast's pieces so far to the clock and the write sections' counters: ``reads`` reads of
+        ``read_cost``, ``writes`` one-program sections of ``total`` ns (``host``, ``flash`` and the rest bus; their
+        status polls and poll intervals), summed as _write_section_fast sums a section's parts."""
+        if reads:
+            self.vclock.charge(read_cost, reads)
+        if not writes:
+            return
+        self.vclock.advance_summed(total)
+        op = writes * self._fast[6]
+        bus = total - host - flash
+        for j, v in enumerate((host, bus, flash, polls + 2 * writes, writes, writes, op, host - op, bus, flash)):
+            sums[j] += v
+        self.chip.stats.status_reads += polls + 2 * writes
+        c = self.counters
+        c.lock_sections += writes
+        c.transactions += polls + 4 * writes
+        c.poll_waits += waits
+
     def _read(self, lba: int, count: int, buf_addr: int) -> bytes:
         rec = self._rec
         if rec is None:
