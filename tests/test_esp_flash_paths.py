@@ -83,8 +83,8 @@ def recording_driver(rec: Recording) -> type[Esp32FlashDriver]:
             rec.erase_hits += bool(done)
             return done
 
-        def _program_run(self, k: int, n: int) -> list[int] | None:
-            sums = super()._program_run(k, n)
+        def _program_run(self, k: int, n: int, now0: int) -> list[int] | None:
+            sums = super()._program_run(k, n, now0)
             rec.run_hits += sums is not None
             return sums
 

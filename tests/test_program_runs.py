@@ -8,7 +8,7 @@ from array import array
 
 import pytest
 
-from sdbench.media.sim.program_runs import ProgramRuns, exact_below_ns
+from sdbench.media.sim.program_runs import ProgramRuns, exact_limit_ns
 
 
 def _wait_parts(h: float, b: float, poll: float):
@@ -61,8 +61,8 @@ def test_sums_are_the_loops_wherever_the_section_starts(case):
     rnd = random.Random(case)
     values = array("d", (math.exp(0.4 * rnd.gauss(0.0, 1.0)) for _ in range(3000)))
     runs = ProgramRuns(typ, mx, h + b, h + b + poll, _wait_parts(h, b, poll))
-    below = exact_below_ns(h, b)
-    assert below > 0
+    limit = exact_limit_ns(h, b)
+    assert limit > 0
     for _ in range(60):
         i = rnd.randrange(0, 2900)
         n = rnd.randint(1, 100)
@@ -70,7 +70,7 @@ def test_sums_are_the_loops_wherever_the_section_starts(case):
         if not runs.covers(values, i, n):
             runs.take(values, lo, min(len(values), lo + 2000))
         assert runs.covers(values, i, n)
-        now = rnd.choice((0, rnd.randrange(below // 2), below - 10**10))
+        now = rnd.choice((0, rnd.randrange(limit // 2), limit - 10**10))  # (a section ends below the limit)
         assert runs.sums(i, n) == _loop(values[i:i + n], typ, mx, h, b, poll, now)
 
 
@@ -83,7 +83,50 @@ def test_a_new_stream_or_a_section_past_the_window_needs_a_new_window():
 
 
 def test_exactness_needs_steps_in_powers_of_two_of_a_ns():
-    assert exact_below_ns(3612.5, 200.0) == (1 << 52) - (1 << 40)
-    assert exact_below_ns(1000.0, 0.0625) == (1 << 49) - (1 << 40)
-    assert exact_below_ns(1000 / 3, 200.0) == 0       # 333.33.. ns: the loop's sums depend on where it starts
-    assert exact_below_ns(0.1, 200.0) == 0
+    assert exact_limit_ns(3612.5, 200.0) == 1 << 52
+    assert exact_limit_ns(1000.0, 0.0625) == 1 << 49
+    assert exact_limit_ns(1000 / 3, 200.0) == 0       # 333.33.. ns: the loop's sums depend on where it starts
+    assert exact_limit_ns(0.1, 200.0) == 0
+
+
+def _write_near_the_limit(monkeypatch, run_programs: int, before_limit_ns: int):
+    """A 64-program section starting ``before_limit_ns`` below the clock time up to which a host with 0.5 ns
+    commands sums exactly (a 2 GHz CPU, one cycle)."""
+    from dataclasses import fields, replace
+
+    from sdbench.clock import VirtualClock
+    from sdbench.media.sim import esp_flash_fast
+    from sdbench.media.sim.esp_flash import Esp32FlashDriver, load_esp_flash_host
+    from sdbench.media.sim.nor import NorChipConfig, NorFlashChip, load_chip_profile
+
+    monkeypatch.setattr(esp_flash_fast, "RUN_PROGRAMS", run_programs)
+    chip_p = replace(load_chip_profile("gd25q32c"), byte_program_first_typ_us=1000.0, byte_program_first_max_us=1500.0,
+                     byte_program_next_typ_us=0.0, byte_program_next_max_us=0.0, page_program_typ_us=1000.0,
+                     page_program_max_us=1500.0)
+    host = replace(load_esp_flash_host(), cpu_hz=2_000_000_000, cmd_overhead_cycles=1, op_overhead_cycles=0,
+                   max_write_bytes=1, yield_during_erase=False)
+    clock = VirtualClock()
+    chip = NorFlashChip(chip_p, clock, NorChipConfig(seed=5))
+    drv = Esp32FlashDriver(chip, host)
+    drv.erase(0, 1 << 16)
+    drv.write(0, bytes(64))  # the clock's tables primed
+    limit = exact_limit_ns(drv._cmd_ns, chip.rdsr_ns)
+    assert limit == 1 << 52
+    clock.advance_ns(limit - before_limit_ns - clock.now_ns(), "other")
+    drv.write(4096, bytes(64))
+    return (clock.now_ns(), tuple(clock.breakdown_ns().items()), tuple(clock.ledger_ns().items()),
+            tuple(clock.commands_snapshot().items()), tuple((f.name, getattr(chip.stats, f.name))
+                                                            for f in fields(chip.stats)), chip.busy_until_ns)
+
+
+@pytest.mark.parametrize("before_limit_ns,summed", [(10**6, False), (10**12, True)])
+def test_a_section_that_could_end_past_the_exact_limit_goes_program_by_program(monkeypatch, before_limit_ns, summed):
+    """64 programs of about a millisecond: 1 ms before the limit the section could end past it, where a clock
+    time plus half a ns is no longer exact (the loop runs); 1000 s before, it is summed.  Either way the result
+    is the loop's."""
+    sums = []
+    real = ProgramRuns.sums
+    monkeypatch.setattr(ProgramRuns, "sums", lambda self, i, n: sums.append(n) or real(self, i, n))
+    fast = _write_near_the_limit(monkeypatch, 8, before_limit_ns)
+    assert (64 in sums) is summed
+    assert fast == _write_near_the_limit(monkeypatch, 10**9, before_limit_ns)

@@ -202,7 +202,8 @@ class Esp32FlashDriver(FastPaths, BlockDevice):
         self._program_shapes: dict[tuple[int, int], tuple[int, ...]] = {}  # _programs by page offset and size
         # sections of many programs of one size, summed from their busy draws (program_runs), by program size
         self._runs: dict[int, ProgramRuns | None] = {}
-        self._exact_below = 0  # the clock time below which they may be (exact_below_ns)
+        self._exact_limit = 0  # the clock time up to which they may be (exact_limit_ns)
+        self._run_spans: dict[int, int] = {}  # by program size: the longest a program takes in a section
         self._write_primed = False
         self._write_sums: list[int] | None = None  # _summer
         self._read_primed = False

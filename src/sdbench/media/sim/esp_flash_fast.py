@@ -9,13 +9,14 @@ tests/test_fused_read.py and tests/test_flash_copy.py hold every fast path to th
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
 
 from ...clock import ClockDelta, VirtualClock
 from .nor import ADDR_BITS, BLOCK64_BYTES, CMD_CLOCKS, READ_MODES, RDSR_CLOCKS, SECTOR_BYTES, NorFlashChip
-from .program_runs import WINDOW as RUN_WINDOW, ProgramRuns, exact_below_ns
+from .program_runs import WINDOW as RUN_WINDOW, ProgramRuns, exact_limit_ns
 
 #: ledger keys (sdbench.clock.VirtualClock.ledger_ns) of the flash driver's time
 CMD_KEY = "flash.host.cmd_overhead_cycles"
@@ -71,7 +72,8 @@ class FastPaths:
     _read_costs: dict[int, ClockDelta]
     _program_shapes: dict[tuple[int, int], tuple[int, ...]]
     _runs: dict[int, ProgramRuns | None]
-    _exact_below: int
+    _exact_limit: int
+    _run_spans: dict[int, int]
     _write_primed: bool
     _write_sums: list[int] | None
     _read_primed: bool
@@ -125,7 +127,8 @@ class FastPaths:
             self._fast_npc = npc
             self._read_costs.clear()
             self._runs = {}
-            self._exact_below = exact_below_ns(h, b)
+            self._run_spans = {}
+            self._exact_limit = exact_limit_ns(h, b)
         return self._fast
 
     def _host_keys(self) -> tuple[str, ...]:
@@ -175,8 +178,8 @@ class FastPaths:
         nprog = len(ks)
         k = ks[0]
         run = None
-        if nprog >= RUN_PROGRAMS and now0 < self._exact_below and ks.count(k) == nprog:
-            run = self._program_run(k, nprog)
+        if nprog >= RUN_PROGRAMS and ks.count(k) == nprog:
+            run = self._program_run(k, nprog, now0)
         busies = chip.program_busy_ns(ks) if run is None else ()  # drawn in program order as the chip does
 
         now = now0 + OP1
@@ -286,21 +289,28 @@ class FastPaths:
             total, _charged((("host", host), ("bus", bus), ("flash", flash))), commands,
             _charged(((OP_KEY, op), (CMD_KEY, host - op), (BUS_KEY, bus), (flash_key, flash))))
 
-    def _program_run(self, k: int, n: int) -> list[int] | None:
-        """The sums of a section's ``n`` programs of ``k`` bytes (ProgramRuns.sums), their busy times drawn; None
-        (nothing drawn) when the chip does not draw them or the waits would need too many thresholds."""
+    def _program_run(self, k: int, n: int, now0: int) -> list[int] | None:
+        """The sums of the ``n`` programs of ``k`` bytes of a section starting at ``now0`` (ProgramRuns.sums), their
+        busy times drawn; None (nothing drawn) when the chip does not draw them, the waits would need too many
+        thresholds, or the section could end where the clock's sums are not exact (exact_limit_ns)."""
         runs = self._runs.get(k)
+        f = self._fast
         if runs is None:
             if k in self._runs:
                 return None
-            chip = self.chip
-            typ, mx = chip.program_times_ns(k)
-            f = self._fast
+            typ, mx = self.chip.program_times_ns(k)
             hb, period = f[0] + f[1], f[3]  # the loop's h + b and poll period
             if (mx - hb) / period > RUN_MAX_INTERVALS:
                 self._runs[k] = None
                 return None
             runs = self._runs[k] = ProgramRuns(typ, mx, hb, period, self._wait_parts)
+            # the longest a program can take, from the end of the last one's wait to the end of its own (a wait
+            # ends at most a poll period and 3 ns of rounding past the busy)
+            self._run_spans[k] = f[14][k] + math.ceil(mx + period) + 4
+        # the section's latest end: the lock, a first wait for a busy chip, the programs (and h + b past it)
+        pre = max(0, self.chip._busy_until_ns - now0) + math.ceil(f[3]) + 2 * (f[4] + f[5]) + 4
+        if now0 + f[6] + pre + n * self._run_spans[k] >= self._exact_limit:
+            return None
         drawn = self.chip.program_run_draws(k, n, RUN_WINDOW)
         if drawn is None:
             self._runs[k] = None

@@ -27,16 +27,16 @@ import numpy as np
 WINDOW = 4096
 
 
-def exact_below_ns(h: float, b: float) -> int:
-    """The clock time below which ``now + h + b`` (``now`` a whole ns) is exact in doubles, and ``h + b`` too:
-    0 when ``h`` or ``b`` is not a multiple of a power of two (then no time is)."""
+def exact_limit_ns(h: float, b: float) -> int:
+    """The clock time up to which ``now + h + b`` (``now`` a whole ns) is exact in doubles, and ``h + b`` too:
+    0 when ``h`` or ``b`` is not a multiple of a power of two (then no time is).  A section may be summed only
+    if it ends below it (Esp32FlashDriver checks that from the section's longest possible time)."""
     fh, fb = Fraction(h), Fraction(b)
     den = max(fh.denominator, fb.denominator)
     if den & (den - 1) or Fraction(h + b) != fh + fb:
         return 0
-    # an integer plus a multiple of 1/den is exact below 2**53 / den; 2**40 ns (18 minutes) to spare for the
-    # section that starts there
-    return max(0, (1 << 53) // den - (1 << 40))
+    # an integer plus a multiple of 1/den is exact below 2**53 / den
+    return (1 << 53) // den
 
 
 class ProgramRuns:
