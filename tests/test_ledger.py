@@ -194,7 +194,7 @@ _rec_steps = st.lists(st.one_of(
 @settings(max_examples=150, deadline=None)
 @given(_rec_steps)
 def test_reads_appended_while_the_epoch_stays_are_recorded_as_read_records_them(steps):
-    """A fused read appends to the list Recording.read_spans gave while Recording.epoch is unchanged: the same
+    """A fused read appends to the list Recording.read_slot gave while Recording.epoch is unchanged: the same
     items as Recording.read, whatever comes between (charges, requests, marks, the stack being built)."""
     plain, fused = Recording(), Recording()
     slots: dict[tuple[int, int], list] = {}
@@ -206,8 +206,7 @@ def test_reads_appended_while_the_epoch_stays_are_recorded_as_read_records_them(
             if slot[0] == fused.epoch:
                 slot[1] += (lba, key)
             else:
-                slot[1] = fused.read_spans(driver, key, lba, key)
-                slot[0] = fused.epoch if slot[1] is not None else -1
+                fused.read_slot(slot, driver, key, lba, key)
         else:
             for rec in (plain, fused):
                 if step[0] == "charge":

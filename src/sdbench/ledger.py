@@ -174,7 +174,7 @@ class Recording:
         self.drivers: list[Any] = []
         #: > 0 while a driver model runs a request
         self.depth = 0
-        #: changes whenever a state-free read could no longer go straight into the spans list :meth:`read_spans`
+        #: changes whenever a state-free read could no longer go straight into the spans list :meth:`read_slot`
         #: gave (a new segment, a charge waiting to be put before the next read, the stack built)
         self.epoch = 0
         #: why the requests cannot be re-priced (empty: they can)
@@ -242,12 +242,15 @@ class Recording:
             spans.append(lba)
             spans.append(count)
 
-    def read_spans(self, driver: int, key: Any, lba: int, count: int) -> list[int] | None:
-        """:meth:`read`, for a driver's fused read (a million a run): then the list the next such reads of
-        ``key`` may append their ``lba`` and ``count`` to themselves, in place of :meth:`read`, while
-        :attr:`epoch` is what it is now.  None while nothing is recorded (the stack is being built)."""
+    def read_slot(self, slot: list[Any], driver: int, key: Any, lba: int, count: int) -> None:
+        """:meth:`read`, for a driver's fused read (a million a run), which keeps ``slot`` per key: ``[epoch,
+        spans]``.  While ``slot[0]`` is this recording's :attr:`epoch`, the next reads of ``key`` may append
+        themselves (``slot[1] += (lba, count)``) in place of this call; -1: not while nothing is recorded."""
         self.read(driver, key, lba, count)
-        return self._reads[(driver, key)] if self.live else None
+        if self.live:
+            slot[0], slot[1] = self.epoch, self._reads[(driver, key)]
+        else:
+            slot[0] = -1
 
     def charge(self, ns: float, category: str, price: Price | None) -> None:
         """A charge above the drivers: ``price`` says which field sets it (None: no profile field, e.g. a cache's

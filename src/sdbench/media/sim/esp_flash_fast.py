@@ -607,7 +607,7 @@ def fused_reader(drv: Any) -> Callable[..., bytes]:
     rec, rec_id = drv._rec, drv._rec_id
     chunk = drv.profile.read_chunk_bytes
     # per size: the charger, READ commands, lock sections, SCLK, and the recording's spans list for the size with
-    # the epoch it is good for (Recording.read_spans)
+    # the epoch it is good for (Recording.read_slot)
     known: dict[int, tuple[Callable[[], None], int, int, float, list[Any]]] = {}
 
     def read(lba: int, count: int, *, buf_addr: int = 0) -> bytes:
@@ -633,8 +633,7 @@ def fused_reader(drv: Any) -> Callable[..., bytes]:
             if spans[0] == rec.epoch:
                 spans[1] += (lba, count)
             else:
-                spans[1] = rec.read_spans(rec_id, count, lba, count)
-                spans[0] = rec.epoch if spans[1] is not None else -1
+                rec.read_slot(spans, rec_id, count, lba, count)
         stats.reads += 1
         stats.bytes_read += count
         return data

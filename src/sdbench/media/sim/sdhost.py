@@ -780,7 +780,7 @@ def _fused_reader(drv: SdHostDriver) -> Callable[..., bytes]:
     boundaries = drv._boundaries
     align = drv.host.dma_align_bytes if drv.driver == "sdmmc" else 0
     # per count: the charger, the recording's key, the bytes, and the recording's spans list for the key with
-    # the epoch it is good for (Recording.read_spans)
+    # the epoch it is good for (Recording.read_slot)
     aligned: dict[int, tuple[Callable[[], None], tuple[Any, ...], int, list[Any]]] = {}
     bounced: dict[int, tuple[Callable[[], None], tuple[Any, ...], int, list[Any]]] = {}
 
@@ -808,8 +808,7 @@ def _fused_reader(drv: SdHostDriver) -> Callable[..., bytes]:
             if spans[0] == rec.epoch:
                 spans[1] += (lba, count)
             else:
-                spans[1] = rec.read_spans(rec_id, key, lba, count)
-                spans[0] = rec.epoch if spans[1] is not None else -1
+                rec.read_slot(spans, rec_id, key, lba, count)
         stats.reads += 1
         stats.bytes_read += nbytes
         off = lba * SECTOR
