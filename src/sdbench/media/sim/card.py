@@ -266,7 +266,6 @@ class CardModel:
         #: ns) pairs that sum to it (sdbench.clock.VirtualClock.ledger_ns)
         self.busy_parts: tuple[tuple[str, float], ...] = ()
         self._merge_parts: list[tuple[str, float]] = []
-        self._erase_busy: dict[int, tuple[float, tuple[tuple[str, float], ...]]] = {}  # erase_busy_ns by count
         # the random-write area: AU -> [units it holds there, the pages they cover], in the order the AUs first
         # entered (the fold order)
         self._log: dict[int, list[Any]] = {}
@@ -577,14 +576,9 @@ class CardModel:
         """Busy after CMD38 of ``kind`` (ERASE_KINDS) over ``count`` sectors."""
         p = self.p
         if kind == "erase":
-            known = self._erase_busy.get(count)  # (a filesystem erases blocks of one size, a million a run)
-            if known is None:
-                known = self._erase_busy[count] = (
-                    (p.erase_busy_us + p.erase_busy_per_sector_us * count) * 1e3,
-                    (("sd.card.erase_busy_us", p.erase_busy_us * 1e3),
-                     ("sd.card.erase_busy_per_sector_us", p.erase_busy_per_sector_us * count * 1e3)))
-            self.busy_parts = known[1]
-            return known[0]
+            self.busy_parts = (("sd.card.erase_busy_us", p.erase_busy_us * 1e3),
+                               ("sd.card.erase_busy_per_sector_us", p.erase_busy_per_sector_us * count * 1e3))
+            return (p.erase_busy_us + p.erase_busy_per_sector_us * count) * 1e3
         field = "discard_busy_us" if kind == "discard" else "fule_busy_us"
         self.busy_parts = (("sd.card." + field, getattr(p, field) * 1e3),)
         return getattr(p, field) * 1e3

@@ -285,12 +285,7 @@ class SdHostDriver(SdFatSpiSteps, SdioSteps, StreamingSteps, ReplaySupport, Bloc
         tick = 1e9 / self.host.rtos_tick_hz
         nxt = math.ceil(t_end / tick) * tick
         clock.advance_ns(nxt - t_end, "rtos", "")
-        if self._replaying:
-            return
-        if isinstance(parts, str):  # (the ledger _waited writes, without its call: every erase comes here)
-            parts = ((parts, busy_ns),)
-        clock.attribute(parts)
-        clock.attribute(((TICKS, clock.now_ns() - t0 - busy_ns),))
+        self._waited(t0, busy_ns, parts, ticked=True)
 
     def _spi_wait(self, ns: float, parts: Any = ()) -> None:
         """SPI: the host clocks 0xFF bytes until a token or the end of busy; rounded up to whole bytes."""
@@ -470,19 +465,14 @@ class SdHostDriver(SdFatSpiSteps, SdioSteps, StreamingSteps, ReplaySupport, Bloc
             finally:
                 self._multi = saved
             return
-        sdmmc = self.driver == "sdmmc"
-        unaligned = sdmmc and buf_addr % self.host.dma_align_bytes != 0
-        if self.log is None and self.driver not in STREAMING and not unaligned:  # _fast()
+        unaligned = self.driver == "sdmmc" and buf_addr % self.host.dma_align_bytes != 0
+        if self._fast() and not unaligned:
             multi = count > 1 or self._multi
             cost = self._costs.get(("write", count, multi)) or \
                 self._recorded_cost(("write", count, multi), self._write_commands, 0, count, multi)
             t0 = self.vclock.now_ns()
             self.vclock.charge(cost)
-            if sdmmc and not self.bus.is_spi:  # _write_done, _sdmmc_write_done without their calls (a sector a call)
-                card = self.card
-                self._poll_cmd13(card.write_done_busy_ns(lba, count, SECTOR, multi), card.busy_parts)
-            else:
-                self._write_done(t0, lba, count, multi)
+            self._write_done(t0, lba, count, multi)
         else:
             self._sw(self.host.call_cycles, "call_cycles")
             if unaligned:
@@ -587,10 +577,7 @@ class SdHostDriver(SdFatSpiSteps, SdioSteps, StreamingSteps, ReplaySupport, Bloc
         else:
             self._spend(busy, "card", "")  # the controller watches DAT0 busy itself
             self.vclock.attribute(parts)
-        if self.log is not None:
-            self._event(t0, "CMD38", arg)
-        elif not self._replaying:  # (_event without its call)
-            self.vclock.count_command("CMD38")
+        self._event(t0, "CMD38", arg)
         if spi:
             self._send_status()
         self.card.discard(lba, count, SECTOR)
