@@ -244,34 +244,43 @@ class FastPaths:
         st = chip.stats
         st.page_programs += nprog
         st.bytes_programmed += size
-        st.status_reads += polls_total + 2 * nprog
         st.busy_ns += sum(busies) if run is None else run[0]
         if up is not None:
             self._count_zero_to_one(ks, up)
+        self._sections_done(1, nprog, now - now0, host, flash, polls_total, waits_total)
+        return True
+
+    def _sections_done(self, sections: int, programs: int, total: int, host: int, flash: int, polls: int,
+                       waits: int) -> None:
+        """Write sections worked out (_write_section_fast, _copy_fast) to the clock, the chip's status reads and
+        the counters: ``sections`` lock sections of ``programs`` programs in all, ``total`` ns (``host`` and
+        ``flash`` of it, the rest bus), ``polls`` status polls in their waits and ``waits`` poll intervals.  The
+        clock sums the parts when its tables are read (VirtualClock.summer), or, until every key is in its
+        tables, takes them at once (_apply_section)."""
+        rdsr = polls + 2 * programs
+        self.chip.stats.status_reads += rdsr
         c = self.counters
-        c.lock_sections += 1
-        c.transactions += polls_total + 4 * nprog
-        c.poll_waits += waits_total
+        c.lock_sections += sections
+        c.transactions += polls + 4 * programs
+        c.poll_waits += waits
+        op = sections * self._fast[6]
         sums = self._write_sums or self._summer()
         if sums is None:
-            self._apply_section(now - now0, OP1, host, flash, PROGRAM_KEY,
-                                (("RDSR", polls_total + 2 * nprog), ("WREN", nprog), ("PP", nprog)))
-            return True
-        # the parts _apply_section gives the clock, summed when its tables are read
-        total = now - now0
-        bus = total - host - flash
+            self._apply_section(total, op, host, flash, PROGRAM_KEY, (("RDSR", rdsr), ("WREN", programs),
+                                                                      ("PP", programs)))
+            return
         self.vclock.advance_summed(total)
-        sums[0] += host
+        bus = total - host - flash
+        sums[0] += host  # (written out: a million sections a run)
         sums[1] += bus
         sums[2] += flash
-        sums[3] += polls_total + 2 * nprog
-        sums[4] += nprog
-        sums[5] += nprog
-        sums[6] += OP1
-        sums[7] += host - OP1
+        sums[3] += rdsr
+        sums[4] += programs
+        sums[5] += programs
+        sums[6] += op
+        sums[7] += host - op
         sums[8] += bus
         sums[9] += flash
-        return True
 
     def _summer(self) -> list[int] | None:
         """The clock's sums of the write sections' parts (VirtualClock.summer), once every key is in its table."""
@@ -497,11 +506,11 @@ class FastPaths:
         if (piece > prof.max_write_bytes or piece > prof.write_chunk_bytes or dst % piece or page % piece
                 or count > len(chip._erased) or not chip._erased.startswith(chip._mv[dst:dst + count])):
             return False
-        sums = self._write_sums or self._summer()
+        summed = (self._write_sums or self._summer()) is not None  # the sections' parts go to the clock's sums
         read_cost = self._read_costs.get(piece)
         typ, mx = chip.program_times_ns(piece)
         now = clock.now_ns()
-        if sums is None or read_cost is None or typ <= 0.0 or chip._busy or chip._busy_until_ns > now:
+        if not summed or read_cost is None or typ <= 0.0 or chip._busy or chip._busy_until_ns > now:
             return False
         h, b, _, period, H1, B1, OP1, _, _, _, _, _, wait_steps, wait_parts, program = self._fast
         HB = H1 + B1
@@ -524,7 +533,7 @@ class FastPaths:
                 if now - os_.released_since_ns >= released_long:
                     os_.acquired_since_ns = now
                 elif now - os_.acquired_since_ns >= held_long:
-                    self._apply_copied(reads, writes, total, host, flash, polls, waits_all, read_cost, sums)
+                    self._apply_copied(reads, writes, total, host, flash, polls, waits_all, read_cost)
                     reads = writes = total = host = flash = polls = waits_all = 0
                     self._yield_check()
                     now = clock.now_ns()
@@ -555,7 +564,7 @@ class FastPaths:
             writes += 1
             total += now - now0
             os_.released_since_ns = now  # _release after the write
-        self._apply_copied(reads, writes, total, host, flash, polls, waits_all, read_cost, sums)
+        self._apply_copied(reads, writes, total, host, flash, polls, waits_all, read_cost)
         chip.polled_idle(bu, PROGRAM_KEY)
         chip._mv[dst:dst + count] = chip._mv[src:src + count]
         st = chip.stats
@@ -574,24 +583,13 @@ class FastPaths:
         return True
 
     def _apply_copied(self, reads: int, writes: int, total: int, host: int, flash: int, polls: int, waits: int,
-                      read_cost: ClockDelta, sums: list[int]) -> None:
-        """_copy_fast's pieces so far to the clock and the write sections' counters: ``reads`` reads of
-        ``read_cost``, ``writes`` one-program sections of ``total`` ns (``host``, ``flash`` and the rest bus; their
-        status polls and poll intervals), summed as _write_section_fast sums a section's parts."""
+                      read_cost: ClockDelta) -> None:
+        """_copy_fast's pieces so far: ``reads`` reads of ``read_cost``, ``writes`` one-program sections
+        (_sections_done)."""
         if reads:
             self.vclock.charge(read_cost, reads)
-        if not writes:
-            return
-        self.vclock.advance_summed(total)
-        op = writes * self._fast[6]
-        bus = total - host - flash
-        for j, v in enumerate((host, bus, flash, polls + 2 * writes, writes, writes, op, host - op, bus, flash)):
-            sums[j] += v
-        self.chip.stats.status_reads += polls + 2 * writes
-        c = self.counters
-        c.lock_sections += writes
-        c.transactions += polls + 4 * writes
-        c.poll_waits += waits
+        if writes:
+            self._sections_done(writes, writes, total, host, flash, polls, waits)
 
 
 def fused_reader(drv: Any) -> Callable[..., bytes]:
