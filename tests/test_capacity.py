@@ -225,6 +225,18 @@ def test_cli_restore_file_cannot_be_a_device(tmp_path, capsys):
     assert "regular files only" in capsys.readouterr().err
 
 
+def test_cli_restore_file_that_exists_is_refused_and_kept(tmp_path, capsys):
+    """The run would replace the file and delete it after restoring: a file it did not make is never used."""
+    img = tmp_path / "card.img"
+    img.write_bytes(bytes(2 * MIB))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes")
+    assert main(["capacity", str(img), "--allow-write", "--yes", "--restore-file", str(notes), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "exists" in err and "\n" not in err
+    assert notes.read_text() == "my notes" and img.read_bytes() == bytes(2 * MIB)
+
+
 def test_cli_full_mode_on_an_image(tmp_path, capsys):
     img = tmp_path / "card.img"
     img.write_bytes(bytes(2 * MIB))

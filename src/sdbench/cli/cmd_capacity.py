@@ -59,8 +59,8 @@ def register(app: typer.Typer) -> None:
         full: bool = typer.Option(False, "--full", help="Write and verify every sector (destroys all data, "
                                                         "like f3write/f3read)."),
         restore_file: Optional[Path] = typer.Option(None, "--restore-file", help="Where quick mode saves the "
-                                                    "original sectors (default ./sdbench-capacity-<name>-<nonce>"
-                                                    ".restore)."),
+                                                    "original sectors: a new file, removed once they are back "
+                                                    "(default ./sdbench-capacity-<name>-<nonce>.restore)."),
         restore_from: Optional[Path] = typer.Option(None, "--restore", help="Put back the sectors saved in FILE by "
                                                     "an interrupted run, then exit."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or notes on stderr."),
@@ -97,6 +97,10 @@ def register(app: typer.Typer) -> None:
             if _same_file(rpath, target):
                 raise SdbenchError(f"the restore file {rpath} cannot be the target itself")
             check_writable_output(rpath)
+            if rpath.exists() or rpath.is_symlink():
+                # the run replaces the file and deletes it once the originals are back: never someone else's
+                raise SdbenchError(f"the restore file {rpath} exists: name a new file (a restore file of an "
+                                   f"interrupted run is put back with --restore {rpath})")
         dev = open_device(target, writes=True, grant=grant, consequence=(
             "Everything stored there is destroyed" if full else
             f"A few hundred sectors are overwritten and then restored from a copy saved first in {rpath}"))
