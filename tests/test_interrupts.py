@@ -159,6 +159,31 @@ def test_ctrl_c_stops_a_run_inside_the_filesystem_library(argv, tmp_path):
             p.wait()
     assert rc == 130, err
     assert "Traceback" not in err and "Exception ignored" not in err and "internal error" not in err, err
+    assert err.rstrip().endswith("interrupted"), err  # one line says why the run stopped
+
+
+def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path):
+    """timeout(1) and service managers send SIGTERM: the run stops through the Ctrl-C path (inside the
+    filesystem library too), says so in one line and exits 143, instead of dying with its files left behind."""
+    p = subprocess.Popen([*SDBENCH, "run", "logger-sd-littlefs-pauses", "--set", "sd_littlefs.block_size=4194304",
+                          "--no-save", "--no-range"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         cwd=tmp_path)
+    try:
+        assert p.stderr is not None
+        line = p.stderr.readline()
+        assert line.startswith("running "), line
+        time.sleep(2.0)
+        assert p.poll() is None, "the run ended before it could be stopped"
+        p.send_signal(signal.SIGTERM)
+        err = p.stderr.read()
+        rc = p.wait(timeout=20)
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+    assert rc == 143, err
+    assert "Traceback" not in err and "Exception ignored" not in err and "internal error" not in err, err
+    assert err.rstrip().endswith("terminated (SIGTERM)"), err
 
 
 def test_a_process_forked_from_another_thread_still_defers_ctrl_c():

@@ -10,7 +10,10 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import signal
 import sys
+import threading
+from typing import Any
 
 import typer
 
@@ -66,10 +69,67 @@ def main(argv: list[str] | None = None) -> int:
     from ..parallel import end_workers_with_parent
 
     end_workers_with_parent()  # a killed sdbench leaves no worker or I/O process running on
-    _load_commands()
+    previous = _catch_sigterm()
     try:
+        rc = _main(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    if rc == INTERRUPTED and _Term.received:  # stopped by SIGTERM (timeout, a service manager): said as such
+        _Term.received = False
+        return TERMINATED
+    return rc
+
+
+class _Term:
+    received = False
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM takes the Ctrl-C path, so a run stops the same way: files it made removed, the run stored as
+    interrupted, a library call finished first (the SIGINT handler in place defers it there)."""
+    _Term.received = True
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:  # SIGINT ignored (a background job of a shell script): SIGTERM still stops the run
+        raise KeyboardInterrupt
+
+
+def _catch_sigterm() -> Any:
+    """Install :func:`_on_sigterm` where SIGTERM has its default action; the handler it replaces, or None."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None
+    global _fork_hook
+    if not _fork_hook:  # a forked worker or job process ends on SIGTERM as any process does (Pool.terminate)
+        os.register_at_fork(after_in_child=_sigterm_default_in_child)
+        _fork_hook = True
+    return signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+_fork_hook = False
+
+
+def _sigterm_default_in_child() -> None:
+    if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        except ValueError:  # not the interpreter's main thread: nothing to reset there
+            pass
+
+
+def _stopped() -> str:
+    return "terminated (SIGTERM)" if _Term.received else "interrupted"
+
+
+def _main(argv: list[str] | None) -> int:
+    try:
+        _load_commands()  # most of the start-up time: a Ctrl-C here is an interruption like any other
         # without standalone mode click returns the code of a typer.Exit(n) instead of raising it
         rc = app(args=argv, prog_name="sdbench", standalone_mode=False)
+        if rc == INTERRUPTED:  # typer returns a Ctrl-C as this code, silently
+            typer.echo(_stopped(), err=True)
         return rc if isinstance(rc, int) else 0
     except SdbenchError as e:
         typer.echo(f"error: {_one_line(str(e))}", err=True)
@@ -78,10 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except typer.Abort:
         typer.echo("aborted", err=True)
-        return 130
+        return INTERRUPTED
     except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
-        return 130
+        typer.echo(_stopped(), err=True)
+        return INTERRUPTED
     except Exception as e:
         # click's usage/parameter errors (typer ships its own click): print them as click does
         if type(e).__name__ == "NoArgsIsHelpError":  # a bare command: its help, as it is
@@ -109,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
 
 #: exit code of a bug in sdbench itself (2 is bad input, 1 a failed run or check)
 INTERNAL_ERROR = 3
+#: exit code of a run stopped by Ctrl-C (the shells' 128 + SIGINT)
+INTERRUPTED = 130
+#: exit code of a run stopped by SIGTERM (128 + SIGTERM)
+TERMINATED = 143
 
 
 def _plugin_of(e: BaseException) -> str | None:
