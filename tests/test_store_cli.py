@@ -91,6 +91,16 @@ def test_import_missing_file(capsys, db, tmp_path):
     assert code == 2 and "no such file" in err
 
 
+@pytest.mark.parametrize("args", [["runs"], ["show", "latest"], ["db", "check"], ["export", "latest"]])
+def test_commands_that_only_read_leave_an_empty_file_alone(capsys, tmp_path, args):
+    """SQLite makes a 0-byte file a database: a mistyped --db naming someone's empty file stayed a store."""
+    empty = tmp_path / "notes.txt"
+    empty.touch()
+    code, out, err = run(capsys, *args, "--db", empty)
+    assert code == 2 and "no results store" in err and len(err.strip().splitlines()) == 1
+    assert empty.stat().st_size == 0
+
+
 def test_export_json_then_import_gives_identical_runs(capsys, db, tmp_path):
     with open_store(db) as s:
         a = s.save(_measured("espidf-memory", 1.0, 1))

@@ -12,7 +12,7 @@ import typer
 
 from ..errors import SdbenchError
 from ..options import stat_or_none
-from .formats import format_enum, format_option, print_table, table_text
+from .formats import format_enum, format_name, format_option, print_table, table_text
 
 DB_HELP = "Results store file (default: $SDBENCH_DB, else results.sqlite in the per-user data directory)."
 
@@ -42,10 +42,6 @@ class MetricChoice(str, Enum):
     reported = "reported"
     ms = "ms"
     mib_s = "mib_s"
-
-
-def _format_name(fmt: object) -> str:
-    return str(getattr(fmt, "value", fmt))
 
 
 def _db_option() -> Optional[Path]:
@@ -124,16 +120,25 @@ def register(app: typer.Typer) -> None:
         from ..store import default_db_path, open_store
 
         path = db.expanduser() if db else default_db_path()
-        if stat_or_none(path, "the results store") is None:
-            typer.echo(f"no runs stored yet ({path})")
-            return
         from ..report.tables import runs_table
+
+        if stat_or_none(path, "the results store") is None:
+            if format_name(fmt) == "md":
+                typer.echo(f"no runs stored yet ({path})")
+            else:
+                print_table(runs_table([]), fmt)
+                typer.echo(f"no runs stored yet ({path})", err=True)
+            return
 
         with open_store(path, create=False) as store:
             runs = store.list_runs(scenario=scenario, source=source.value if source else None, since=since,
                                    status=status.value if status else None, limit=limit)
         if not runs:
-            typer.echo(f"no matching runs in {path}")
+            if format_name(fmt) == "md":
+                typer.echo(f"no matching runs in {path}")
+            else:  # an empty list for a program, the words for a person
+                print_table(runs_table([]), fmt)
+                typer.echo(f"no matching runs in {path}", err=True)
             return
         print_table(runs_table([replace(r, status=r.status_text) for r in runs]), fmt)
         for r in runs:
@@ -191,7 +196,7 @@ def register(app: typer.Typer) -> None:
 
         with open_store(db, create=False) as store:
             [(rid, info, rec)] = _load(store, [run])
-        name = _format_name(fmt)
+        name = format_name(fmt)
         if name != "md":
             from ..report.export import export
 
@@ -228,7 +233,7 @@ def register(app: typer.Typer) -> None:
 
         with open_store(db, create=False) as store:
             loaded = _load(store, runs)
-        name = _format_name(fmt)
+        name = format_name(fmt)
         renders = text_formats()
         if name in renders:
             text = "".join(renders[name](rec) for _, _, rec in loaded)
@@ -273,7 +278,7 @@ def register(app: typer.Typer) -> None:
             cmp = compare_runs(pairs, alpha=alpha)
             view, warnings, ranks = comparison_table(cmp), list(cmp.warnings), ranking(cmp)
             shared = sum(all(c.row is not None for c in ln.cells) for ln in cmp.lines)
-        name = _format_name(fmt)
+        name = format_name(fmt)
         if name == "csv":
             print_table(view, fmt)
             return

@@ -89,7 +89,8 @@ def table_text(table: Any, fmt: str) -> str:
     """A table (report.text.Table: headers, rows) as ``fmt``: md, json (a list of objects, one per row, keyed by
     the headers) or csv."""
     if fmt == "json":
-        return json.dumps([dict(zip(table.headers, row)) for row in table.rows], ensure_ascii=False, indent=1) + "\n"
+        rows = [{h: _json_cell(c) for h, c in zip(table.headers, row)} for row in table.rows]
+        return json.dumps(rows, ensure_ascii=False, indent=1) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
@@ -99,11 +100,23 @@ def table_text(table: Any, fmt: str) -> str:
     return str(table.markdown())
 
 
+def _json_cell(cell: Any) -> Any:
+    """A table cell as JSON: a whole number as a number, the dash of an unknown value as null, the rest as shown
+    (a figure with its unit, a formatted decimal)."""
+    from ..report.text import DASH
+
+    if cell == DASH:
+        return None
+    if isinstance(cell, str) and cell.isascii() and cell.lstrip("-").isdigit() and len(cell) < 19:
+        return int(cell)
+    return cell
+
+
 def print_table(table: Any, fmt: Any) -> None:
-    typer.echo(table_text(table, _name(fmt)), nl=False)
+    typer.echo(table_text(table, format_name(fmt)), nl=False)
 
 
-def _name(fmt: Any) -> str:
+def format_name(fmt: Any) -> str:
     return "md" if fmt is None else str(getattr(fmt, "value", fmt))
 
 
@@ -144,4 +157,4 @@ def _cell(x: Any) -> str:
 
 
 def is_json(fmt: Any) -> bool:
-    return _name(fmt) == "json"
+    return format_name(fmt) == "json"

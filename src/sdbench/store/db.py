@@ -253,6 +253,9 @@ def connect(path: Path, *, create: bool = True, write: bool | None = None, upgra
     except OSError as e:  # a name too long, a path through a file, no permission to look
         raise SdbenchError(f"cannot use {_shown_path(path)} as the results store: {e.strerror}") from None
     new = st is None
+    if not create and st is not None and stat.S_ISREG(st.st_mode) and st.st_size == 0:
+        # SQLite would make an empty file a store: a command that only reads never changes the file it is given
+        raise SdbenchError(f"no results store at {path} (the file is empty; nothing stored yet)")
     if new:
         if not create:
             raise SdbenchError(f"no results store at {path} (nothing stored yet; see `sdbench run` or "
