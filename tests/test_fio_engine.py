@@ -144,7 +144,7 @@ def test_sizes_and_aliases():
     ({"iodepth": 0}, "below the minimum"),
     ({"rwmixread": 101}, "above the maximum"),
     ({"rw": "trim", "verify": "crc32c"}, "verify needs a job that writes or reads"),
-    ({"time_based": True}, "runtime_s > 0"),
+    ({"time_based": True}, "time_based needs a runtime above 0 s"),
     ({"colour": "red"}, "unknown option"),
     ({"direct": "maybe"}, "true or false"),
 ])

@@ -368,7 +368,7 @@ def test_buffers_zeros_patterns_and_verify_patterns(tmp_path, capsys):
         f.seek(3 * 65536 + 1024 + 7)
         f.write(b"\x00")
     job.write_text("[v]\nrw=read\nbs=64k\nverify=meta\nverify_pattern=0xaa555aa5\nverify_interval=512\n")
-    assert main(["fio", str(job), f"--filename={img}", "--no-save", "-q"]) == 2
+    assert main(["fio", str(job), f"--filename={img}", "--no-save", "-q"]) == 1  # a failed check, not refused input
     one_line_error(capsys, "1 of 8192 blocks corrupted (first at byte 197632)")
 
 

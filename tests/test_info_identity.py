@@ -47,6 +47,14 @@ def test_cid_from_known_fields():
     assert decode_cid(stripped)["crc_ok"] is None and decode_cid(stripped)["product_name"] == "EB1QT"
 
 
+def test_cid_month_field_outside_the_calendar_is_said():
+    """The 4-bit month field holds 0..15; 0 and 13..15 are no month (a damaged or counterfeit CID)."""
+    for month in (0, 13, 15):
+        cid = build(128, {(127, 120): 0x03, (19, 12): 19, (11, 8): month}, with_crc=True)
+        d = decode_cid(cid)
+        assert d["month"] == month and d["manufacture_date"] == f"2019, month field {month} (not a month)"
+
+
 def test_unknown_manufacturer_is_shown_in_hex():
     cid = build(128, {(127, 120): 0xF0, (103, 64): ascii_field("ABCDE")})
     assert decode_cid(cid)["manufacturer"] == "unknown (0xF0)"

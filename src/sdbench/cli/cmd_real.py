@@ -35,6 +35,7 @@ from ..progress import Progress
 from ..records import MIB, Results, RunRecord
 from ..workloads import fio as fiomod
 from ..workloads.fio.presets import CdmConfig
+from ..workloads.fioprotocol import FioProtocolConfig
 from ..workloads.stream import run_stream
 
 
@@ -85,6 +86,7 @@ def print_a1_table(rec: RunRecord) -> None:
         rows.append([r.label, r.bytes / 1e6 / (r.time_ms / 1e3) if r.time_ms else 0.0, m.get("iops"),
                      m.get("lat", {}).get("mean_us"), m.get("lat", {}).get("p99_us")])
     _md_table(None, ["Job", "MB/s", "IOPS", "Mean µs", "p99 µs"], rows)
+    typer.echo("")  # two tables: pasted into Markdown, without a blank line the second joins the first
     crit = rec.metadata["a1"]["criteria"]
     _md_table(None, ["A1 criterion", "Measured", "Target", "Result"],
               [[c["name"], f"{c['value']:,.0f} {c['unit']}", f">= {c['threshold']:,} {c['unit']}",
@@ -171,18 +173,26 @@ def _identity(device: Optional[str]) -> Optional[dict[str, Any]]:
 
 #: the cdm options as the command line names them
 _CDM_FLAGS = {"profile": "--profile", "mode": "--mode", "mix": "--mix", "mix_read_pct": "--mix-read-pct"}
+#: the options every preset shares, as the command line names them (declared in FioProtocolConfig)
+_PRESET_FLAGS = {"size_bytes": "--size", "loops": "--loops", "runtime_s": "--runtime-s"}
+
+
+def _declared(cls: Any, values: dict[str, Any], flags: dict[str, str]) -> Any:
+    """``values`` checked against their declaration in ``cls`` (types, finite numbers, ranges) before any work;
+    an error names the command-line flag."""
+    try:
+        return from_mapping(cls, values)
+    except ConfigError as e:
+        msg = str(e)
+        for name, flag in flags.items():
+            if msg.startswith((f"{name} ", f"{name}:")):
+                raise ConfigError(flag + msg[len(name):]) from None
+        raise
 
 
 def _cdm_config(values: dict[str, Any]) -> CdmConfig:
-    """The cdm options checked against their declaration (CdmConfig) before any work; an error names the flag."""
-    try:
-        return from_mapping(CdmConfig, values)
-    except ConfigError as e:
-        msg = str(e)
-        for name, flag in _CDM_FLAGS.items():
-            if msg.startswith(f"{name} "):
-                raise ConfigError(flag + msg[len(name):]) from None
-        raise
+    """The cdm options checked against their declaration (CdmConfig)."""
+    return _declared(CdmConfig, values, _CDM_FLAGS)
 
 
 def _cdm_field(name: str) -> dataclasses.Field[Any]:
@@ -260,10 +270,12 @@ def register(app: typer.Typer) -> None:
         preset: PresetName = typer.Argument(..., help="cdm (CrystalDiskMark-style), a1 (agnostics A1 sniff "
                                                       "test) or sdfat (SdFat bench)."),
         device: Optional[str] = dev_opt, directory: Optional[str] = dir_opt,
-        size: int = size_option(0, "--size", help="Test size (default: cdm 1G, a1 64M, sdfat 5000000)"),
-        loops: int = typer.Option(5, "--loops", min=1, help="cdm: loops per test (best loop reported)."),
-        runtime_s: Optional[float] = typer.Option(None, "--runtime-s", help="cdm: 5 s per loop; a1: 10 s per "
-                                                                            "random job."),
+        size: int = size_option(0, "--size", help="Test size, 4K..1T (0 or none: cdm 1G, a1 64M, sdfat "
+                                                  "5000000, cdm and a1 smaller to fit the target)"),
+        loops: int = typer.Option(5, "--loops", help="cdm: loops per test (best loop reported), 1..1000."),
+        runtime_s: Optional[float] = typer.Option(None, "--runtime-s", help="cdm: limit per loop (default 5 s); "
+                                                                            "a1: each random job (default 10 s); "
+                                                                            "0..3600 s."),
         mode: str = typer.Option("all", "--mode", help=f"cdm: {_cdm_help('mode')}."),
         profile: Optional[str] = typer.Option(None, "--profile", help=f"cdm: CrystalDiskMark's profile; "
                                                                       f"{_cdm_help('profile')} (default: default)."),
@@ -283,6 +295,8 @@ def register(app: typer.Typer) -> None:
         _check_store(db, save)
         if json_path is not None:
             check_writable_output(json_path)
+        shared = {"loops": loops, "runtime_s": runtime_s, "size_bytes": size or None}
+        _declared(FioProtocolConfig, {k: v for k, v in shared.items() if v is not None}, _PRESET_FLAGS)
         cdm = CdmConfig()
         if preset is PresetName.cdm:
             values: dict[str, Any] = {"mode": mode, "mix": mix or mix_read_pct is not None}
@@ -299,14 +313,14 @@ def register(app: typer.Typer) -> None:
         off = offset
         default_size = {"cdm": 1024 * MIB, "a1": 64 * MIB, "sdfat": fiomod.SDFAT_FILE_BYTES}[preset.value]
         size_bytes = size
+        size_note = ""
         if not size_bytes:
             size_bytes = default_size
             if preset is not PresetName.sdfat:
                 size_bytes = _fitting_size(default_size, device, directory, off)
-                if size_bytes != default_size and not quiet:
-                    typer.echo(f"note: test size {size_bytes // MIB} MiB, the largest of CrystalDiskMark's sizes "
-                               f"(16 MiB..{default_size // MIB} MiB) that fits the target; --size sets another",
-                               err=True)
+                if size_bytes != default_size:
+                    size_note = (f"note: test size {size_bytes // MIB} MiB, the largest of the size steps 16 MiB.."
+                                 f"{default_size // MIB} MiB that fits the target; --size sets another")
         if preset is PresetName.cdm:
             # read-only runs on a device still need data; only a writable target is prefilled
             writes = cdm.mode != "read" or cdm.mix
@@ -319,6 +333,8 @@ def register(app: typer.Typer) -> None:
         target = open_target(device, directory, writes=writes, allow_write=allow_write, yes=yes,
                              offset_bytes=off, size_bytes=window if device is not None else None, direct=direct,
                              drop_caches=drop_caches)
+        if size_note and not quiet:  # once the target is accepted: a refusal stays one line
+            typer.echo(size_note, err=True)
         prog = _Progress(not quiet)
         ident = _identity(device)
         try:

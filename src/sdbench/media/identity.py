@@ -107,6 +107,12 @@ def _ascii(b: bytes) -> str:
     return "".join(chr(c) if 32 <= c < 127 else "." for c in b)
 
 
+def _made(year: int, month: int) -> str:
+    """YYYY-MM; a month field outside 1..12 (the 4-bit field holds up to 15) is said, not printed as a date: a
+    genuine card does not carry one."""
+    return f"{year:04d}-{month:02d}" if 1 <= month <= 12 else f"{year:04d}, month field {month} (not a month)"
+
+
 def decode_cid(cid: str | bytes, card_type: str = "SD") -> dict[str, Any]:
     """Decode a 128-bit CID (SD layout, or eMMC with ``card_type="MMC"``)."""
     raw = parse_hex(cid, 128, "CID")
@@ -122,7 +128,7 @@ def decode_cid(cid: str | bytes, card_type: str = "SD") -> dict[str, Any]:
             "month": b(15, 12), "year": year,
             # eMMC 4.41+ (EXT_CSD_REV >= 5) moves the year window by 16 years
             "year_if_emmc_4_41": year + 16 if year < 2010 else year,
-            "manufacture_date": f"{year:04d}-{b(15, 12):02d}",
+            "manufacture_date": _made(year, b(15, 12)),
         }
     else:
         mid = b(127, 120)
@@ -131,7 +137,7 @@ def decode_cid(cid: str | bytes, card_type: str = "SD") -> dict[str, Any]:
             "oem_id": _ascii(raw[1:3]), "product_name": _ascii(raw[3:8]),
             "revision": f"{b(63, 60)}.{b(59, 56)}", "serial": b(55, 24), "serial_hex": f"0x{b(55, 24):08x}",
             "year": 2000 + b(19, 12), "month": b(11, 8),
-            "manufacture_date": f"{2000 + b(19, 12):04d}-{b(11, 8):02d}",
+            "manufacture_date": _made(2000 + b(19, 12), b(11, 8)),
         }
     out.update(_crc_fields(raw))
     out["raw"] = raw.hex()

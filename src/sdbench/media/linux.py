@@ -104,7 +104,8 @@ class LinuxBlockDevice(BlockDevice):
         p = self.path
         st = stat_target(p)
         if stat.S_ISDIR(st.st_mode):
-            raise SdbenchError(f"{p} is a directory; benchmark a mounted filesystem with --dir")
+            raise SdbenchError(f"{p} is a directory, not a block device or image file (run, stream, preset and fio "
+                               f"take a mounted filesystem's directory with --dir)")
         self.is_block = stat.S_ISBLK(st.st_mode)
         if not (self.is_block or stat.S_ISREG(st.st_mode)):
             raise SdbenchError(f"{p} is neither a block device nor a regular file")

@@ -89,7 +89,8 @@ def open_device(path: str, *, writes: bool, grant: WriteGrant, offset_bytes: int
                 desc = ""
             start, end = dev.offset_bytes, dev.offset_bytes + dev.window_bytes
             what = "device" if dev.is_block else "image file"
-            grant.confirm(f"Write test data to {what} {path}{f' ({desc})' if desc else ''}, bytes {start}..{end}? "
+            grant.confirm(f"Write test data to {what} {path}{f' ({desc})' if desc else ''}, bytes {start:,}..{end:,} "
+                          f"({(end - start) / 2**20:,.1f} MiB)? "
                           f"{consequence}", path)
     except BaseException:
         dev.close()

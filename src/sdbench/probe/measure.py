@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import SdbenchError
 from ..media.base import BlockDevice, BlockDeviceError
 
 KiB, MiB = 1024, 1 << 20
@@ -44,6 +45,9 @@ ALIGN_REPEATS = 3
 PAGE_MAX_BYTES = 256 * KiB
 AU_MIN_BYTES = 512 * KiB
 LATENCY_SAMPLES = 32
+#: the smallest range probed: the sequential runs of LATENCY_SAMPLES one-sector reads and writes (the writes
+#: after one that loads the card's tables) with room to spare
+MIN_RANGE_SECTORS = 2 * LATENCY_SAMPLES
 MULTI_SMALL_BYTES = 8 * KiB
 MULTI_LARGE_BYTES = 64 * KiB
 
@@ -138,6 +142,10 @@ class Prober:
         self.rng = random.Random(f"probe:{seed}")
         self.progress = progress or (lambda label, frac: None)
         self.res = ProbeResult(target, g.size_bytes, self.ss, dev.clock.kind, writes)
+        least = MIN_RANGE_SECTORS * self.ss
+        if g.size_bytes < least:
+            raise SdbenchError(f"the range probed is {g.size_bytes:,} B: probe needs at least {least:,} B "
+                               f"({MIN_RANGE_SECTORS} sectors of {self.ss} B) for its runs of one-sector I/O")
         self._pattern = random.Random(f"probe-data:{seed}").randbytes(MULTI_LARGE_BYTES)
 
     # ---- timing -------------------------------------------------------------------------

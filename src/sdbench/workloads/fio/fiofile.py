@@ -113,6 +113,10 @@ def _option_line(line: str, where: str, env: dict[str, str]) -> tuple[str, str |
     key = key.strip()
     if not key:
         raise ConfigError(f"{where}: {line!r:.40} is not an option")
+    try:
+        lookup(key)  # an unknown name is refused where it was written
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") from None
     if not sep:
         return key, None
     raw = value.strip()

@@ -400,7 +400,7 @@ class JobConfig:
             if v % 512:
                 raise ConfigError(f"{what} = {v} B must be a multiple of 512 B")
         if self.time_based and self.runtime_s <= 0:
-            raise ConfigError("time_based needs runtime_s > 0")
+            raise ConfigError("time_based needs a runtime above 0 s (fio: runtime; a TOML job: runtime_s)")
         if self.verify != "none" and not (self.writes or self.reads):
             raise ConfigError(f"job {self.name}: verify needs a job that writes or reads")
         if self.verify == "pattern" and not self.verify_pattern_hex:

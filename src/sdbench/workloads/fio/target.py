@@ -329,8 +329,9 @@ def _dir_port(target: DirTarget, job: JobConfig, clone: int) -> _Port:
             host = target.host_path(name)
             exists = os.path.exists(host)
             if exists and job.writes and host not in target.created:
-                raise SdbenchError(f"job {job.name}: {name.lstrip('/')} exists in {target.root} and sdbench did not "
-                                   f"create it: a job writes only files it creates there")
+                raise SdbenchError(f"job {job.name}: {name.lstrip('/')} exists in {target.root}, and this run did not "
+                                   f"create it: a job writes only files its run creates (remove it, e.g. after a run "
+                                   f"with --keep, or name another with filename=)")
             if not exists and not job.allow_file_create:
                 raise SdbenchError(f"job {job.name}: {name.lstrip('/')} does not exist in {target.root} "
                                    f"(allow_file_create=0)")

@@ -27,7 +27,10 @@ from .jobs import JobConfig
 
 
 class VerifyError(SdbenchError):
-    """Data read back differs from what was written."""
+    """Data read back differs from what was written: the medium failed a check (exit code 1, as a failed run),
+    not a refusal of the input (2)."""
+
+    exit_code = 1
 
 
 def crc32c(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
