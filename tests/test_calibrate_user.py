@@ -99,6 +99,12 @@ def test_round_trip_from_an_espidf_log(tmp_path, capsys):
     assert card.read_access_us == pytest.approx(600, rel=0.02)
     assert "read_block_gap_us" in card.fit_rel_sd
     assert "compared" in report  # e.g. the FAT file rows: predictions, not fitted
+    assert "warning:" not in capsys.readouterr().err
+    # the same log fitted as if each row were the mean of 50 calls: the first write's cost is spread thinner than
+    # in the log, the fit runs into a bound and misses rows, and says so instead of writing the profile silently
+    assert _calibrate("--from", str(log), "--setup", ESPIDF, "-o", str(tmp_path / "c50.toml"), "--runs", "50") == 0
+    err = capsys.readouterr().err
+    assert "warning: write_busy_end_us stopped at a bound" in err and "fitted rows are more than 10% from" in err
 
 
 def test_csv_rows_not_matched_are_reported(tmp_path, capsys):

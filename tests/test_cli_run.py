@@ -73,6 +73,8 @@ def test_table_has_a_column_for_every_time_component(capsys):
     (["run", "p2-spi25-350mhz-pny-16gb", "--set", "p2.metrics=[]"], "p2.metrics: name at least one metric"),
     (["run", "/nonexistent/scenario.toml"], "not found"),
     (["run", "--json", "/nonexistent-dir/out.json"], "does not exist"),
+    # a protocol's own format for another protocol's run: refused before it runs, not after (nothing stored)
+    (["run", "-f", "sdfat", "--no-save"], "scenario espidf-esp32-sdmmc4-40mhz runs espidf"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, args, msg):
     code, out, err = run(capsys, *args)

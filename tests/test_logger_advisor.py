@@ -82,6 +82,7 @@ def test_the_flash_question_has_fat_on_wear_levelling_littlefs_and_spiffs(capsys
     (["--pe-cycles", "3000", "--tbw", "40T"], "not both"),
     (["--clock", "fast"], "--clock"),
     (["--rate", "100", "--jitter", "10"], "jitter_ms = 10 ms is not below the record period"),
+    (["espidf-memory"], "needs a simulated medium"),   # a RAM-backed card on the wall clock
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, args, message):
     code, out, err = run(capsys, "logger", "--no-save", *args)

@@ -38,8 +38,8 @@ def markdown_table(rec: RunRecord) -> str:
         return "" if v is None else f"{v:.3f}"
 
     for r in rec.rows:
-        cells = [r.label, str(r.runs), str(r.bytes), ms(r.time_ms), ms(r.time_ms_median), ms(r.time_ms_min),
-                 ms(r.time_ms_max), ms(r.time_ms_stdev), f"{r.mib_s:.3f}"]
+        cells = [r.label.replace("|", "\\|"), str(r.runs), str(r.bytes), ms(r.time_ms), ms(r.time_ms_median),
+                 ms(r.time_ms_min), ms(r.time_ms_max), ms(r.time_ms_stdev), f"{r.mib_s:.3f}"]
         if ranged:
             cells.insert(4, range_text(r.time_ms_range))
         if figures:

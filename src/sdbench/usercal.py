@@ -33,8 +33,8 @@ from typing import Any, Callable
 import numpy as np
 
 from . import profiles
-from .calibrate import (FITTED_BY, FitGroup, FitStep, Measurement, Param, Uncertainty, describe_sd, fit_group,
-                        profile_text, sd_cells)
+from .calibrate import (FITTED_BY, SD_AT_BOUND, FitGroup, FitStep, Measurement, Param, Uncertainty, describe_sd,
+                        fit_group, profile_text, sd_cells)
 from .errors import ConfigError, SdbenchError
 from .importers import parse_text, read_text
 from .importers.validate import printable
@@ -602,6 +602,24 @@ def markdown(fit: UserFit) -> list[str]:
     for n, v in sorted(fit.population.items()):
         one = _one_card(n)
         out.append(f"| {n} | {_value(v)} {_unit_of(n)} | population |{' ' + one if one else ''} |")
+    return out
+
+
+#: a fitted row further than this from its measured figure is said to the user (the fit did not reach it)
+FIT_WARN_ERROR = 0.10
+
+
+def fit_warnings(fit: UserFit) -> list[str]:
+    """What a user should know before trusting the profile: fields the fit left at a bound of their range, and
+    fitted rows the model does not reach."""
+    out = [f"{u.name} stopped at a bound of its range ({u.value:g} {_unit_of(u.name)}): the rows do not fix it"
+           for u in fit.fitted if u.status == SD_AT_BOUND]
+    far = [r for r in fit.fitted_rows if abs(r.error) > FIT_WARN_ERROR]
+    if far:
+        worst = max(far, key=lambda r: abs(r.error))
+        out.append(f"{len(far)} of {len(fit.fitted_rows)} fitted rows are more than {FIT_WARN_ERROR:.0%} from the "
+                   f"measured figure (worst: {printable(worst.label)[:60]}, {worst.error * 100:+.0f} %): the setup "
+                   f"or the runs per row may not be those of the measurement")
     return out
 
 

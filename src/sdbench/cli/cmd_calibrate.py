@@ -181,7 +181,7 @@ def _from_file(group: list[str] | None, data: Path | None, list_: bool, from_: P
                            "--setup needs --from")
     if output is None:
         raise SdbenchError("--from needs -o CARD.toml: the card profile to write")
-    from ..usercal import calibrate_card, check_output, markdown, write
+    from ..usercal import calibrate_card, check_output, fit_warnings, markdown, write
 
     check_output(output, force)  # before the fit: a refusal costs nothing
     name = card if card is not None else output.stem
@@ -196,3 +196,5 @@ def _from_file(group: list[str] | None, data: Path | None, list_: bool, from_: P
         typer.echo(line)
     typer.echo("")
     typer.echo(f"wrote {path} (use it: sdbench run {setup} --set sd.card=\"{path}\")")
+    for w in fit_warnings(fit):
+        typer.echo(f"warning: {w}", err=True)

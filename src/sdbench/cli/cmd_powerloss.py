@@ -123,6 +123,8 @@ def register(app: typer.Typer) -> None:
                                     workers=min(workers or os.cpu_count() or 1, n), dask=dask,
                                     done=lambda i: prog.advance(f"{cell_list[i].name} done"))
         docs = [r.to_dict(seed) for r in results]
+        if all("skipped" in d for d in docs):  # nothing was cut: a refusal, not a result
+            raise SdbenchError(f"no cell can run: {'; '.join(sorted({d['skipped'] for d in docs}))}")
         head = {"scenario": sc.name, "section": results[0].section, "seed": seed, "cuts_per_cell": cuts,
                 "workload": {"kind": "logger" if isinstance(cfg, pl.LogReplayConfig) else "files",
                              **cfg.describe()}}

@@ -10,7 +10,7 @@ import typer
 from dataclasses import replace as _replace
 
 from .. import scenarios as scen
-from ..errors import RunFailedError, SdbenchError
+from ..errors import ConfigError, RunFailedError, SdbenchError
 from ..protocols import run_scenario, run_scenarios
 from ..progress import Progress
 from ..workloads.registry import PROTOCOLS, protocol, text_formats
@@ -91,7 +91,8 @@ def register(app: typer.Typer) -> None:
 
         Simulated scenarios run on a virtual clock and are deterministic: the same
         scenario and seed give the same output.  Times are mean ms per timed call;
-        kB = KiB and MB/s = MiB/s as in ESP-IDF's perf_benchmark.  A simulated row
+        MiB/s is 2^20 B/s, a row's printed figure keeps its own unit (MB/s = 10^6 B/s),
+        and -f espidf prints as ESP-IDF's perf_benchmark (kB = KiB, MB/s = MiB/s).  A simulated row
         also gets a range of its time (10th-90th percentile over the card population
         or the calibration's uncertainty; see docs/results-format.md), unless --no-range.
         """
@@ -134,6 +135,13 @@ def register(app: typer.Typer) -> None:
         records: list[RunRecord] = []
         saved: list[int | None] = []  # each record's run id in the store (None: not saved)
         name = None if fmt is None else str(getattr(fmt, "value", fmt))
+        if name in text_formats():  # a protocol's own format prints that protocol's runs only: refused before work
+            for sc in loaded:
+                own = protocol(sc.protocol).default_format
+                if own != name:
+                    raise ConfigError(f"-f {name} prints runs of the protocol whose format it is; scenario "
+                                      f"{sc.name} runs {sc.protocol} (formats: md, json, csv"
+                                      f"{'' if own == 'md' else ', ' + own})")
         store = None
         if save:
             from ..store import open_store

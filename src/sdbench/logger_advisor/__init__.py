@@ -23,8 +23,8 @@ All runs go to the process pool (:func:`sdbench.parallel.run_pool`); every figur
 """
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ..errors import ConfigError
@@ -44,23 +44,35 @@ def check(q: Question, stack: Stack) -> tuple[list[Config], RunLength, Any]:
     caps = []
     first = None
     for c in configs:
-        sc = stack.load(c.overrides)
-        first = first or sc
-        built = sc.build()
-        try:
-            caps.append(fs_capacity(sc, built)(sc.options["logger"].part))
-        finally:
-            built.close()
+        with _named(c):
+            sc = stack.load(c.overrides)
+            first = first or sc
+            built = sc.build()
+            try:
+                caps.append(fs_capacity(sc, built)(sc.options["logger"].part))
+            finally:
+                built.close()
     known = [c for c in caps if c is not None]
     length = run_length(q, stack, first, min(known) if known else None)
     for c in configs:   # the log as it will run: preflight of every configuration
-        sc = stack.load((*c.overrides, *_length_overrides(length)))
-        built = sc.build()
-        try:
-            protocol("logger").preflight(sc, built)
-        finally:
-            built.close()
+        with _named(c):
+            sc = stack.load((*c.overrides, *_length_overrides(length)))
+            built = sc.build()
+            try:
+                protocol("logger").preflight(sc, built)
+            finally:
+                built.close()
     return configs, length, first
+
+
+@contextmanager
+def _named(c: Config) -> Iterator[None]:
+    """A configuration's refusal says which configuration it was, and how to leave it out."""
+    try:
+        yield
+    except ConfigError as e:
+        raise ConfigError(f"configuration {c.name}: {e} (--fs, --cache and --sync choose the configurations "
+                          f"compared)") from None
 
 
 def _length_overrides(length: RunLength) -> tuple[str, ...]:
@@ -74,7 +86,6 @@ def advise(q: Question, stack: Stack, *, workers: int, progress: Callable[[str],
                                                                                                  list[Outcome]]:
     """Run every configuration and answer: the JSON document of the decision and the outcomes (records).  Every
     refusal (:func:`check`) comes before any run and any progress line."""
-    t0 = time.perf_counter()
     configs, length, first = check(q, stack)
     members = choose_members(first, q.members)
     chip = None
@@ -103,8 +114,7 @@ def advise(q: Question, stack: Stack, *, workers: int, progress: Callable[[str],
            "range": {"method": members.method, "members": [m.name for m in members.chosen],
                      "planned": members.planned, "band_percentiles": list(members.band), "reason": members.reason},
            "endurance": endurance, "configurations": rows,
-           "recommendation": recommend(rows, q.ram_bytes), "notes": notes,
-           "wall_s": round(time.perf_counter() - t0, 1), "workers": workers}
+           "recommendation": recommend(rows, q.ram_bytes), "notes": notes}
     return doc, outcomes
 
 

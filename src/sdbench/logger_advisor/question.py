@@ -126,6 +126,9 @@ class Stack:
 
 
 def medium_of(sc: Scenario, want_flash: bool) -> str:
+    if (sc.sd or sc.flash) and sc.clock_kind() != "virtual":  # e.g. a RAM-backed card on the wall clock
+        raise ConfigError(f"scenario {sc.name}: the logger question needs a simulated medium ([sd] media = \"sim\" "
+                          f"or [flash] media = \"sim-nor\"), timed on the virtual clock")
     if want_flash:
         if not sc.flash:
             raise ConfigError(f"--flash: scenario {sc.name} has no [flash] medium")
