@@ -132,24 +132,19 @@ def test_a_device_error_under_fatfs_is_a_filesystem_error():
         fs.crash()
 
 
-@pytest.mark.parametrize("argv", [
-    ["logger-sd-littlefs-pauses", "--set", "sd_littlefs.block_size=4194304"],   # minutes inside littlefs
-    ["espidf-esp32-spiflash", "--set", 'espidf.parts=["flash_fatfs"]', "--set", "espidf.runs=1000"],  # FatFs on WL
-], ids=["littlefs", "fatfs"])
-def test_ctrl_c_stops_a_run_inside_the_filesystem_library(argv, tmp_path):
-    """Issue 32, defect 4: Ctrl-C printed "Exception ignored in: 'littlefs.lfs._lfs_prog'" and the run went on
-    (only SIGKILL ended it). SIGINT a run once it is inside the library: exit 130, no traceback."""
+def _stop_a_run(argv: list[str], sig: int, cwd: object) -> tuple[int, str]:
+    """Start ``sdbench run ARGV``, send ``sig`` once the run is two seconds in; its exit code and stderr."""
     p = subprocess.Popen([*SDBENCH, "run", *argv, "--no-save", "--no-range"], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                         stderr=subprocess.PIPE, text=True, cwd=cwd,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert p.stderr is not None
         line = p.stderr.readline()  # "running ...": the stack is built, the run begins
         assert line.startswith("running "), line
         time.sleep(2.0)
-        assert p.poll() is None, "the run ended before it could be interrupted"
+        assert p.poll() is None, "the run ended before it could be stopped"
         t0 = time.monotonic()
-        p.send_signal(signal.SIGINT)
+        p.send_signal(sig)
         err = p.stderr.read()
         rc = p.wait(timeout=20)
         assert time.monotonic() - t0 < 10
@@ -157,32 +152,28 @@ def test_ctrl_c_stops_a_run_inside_the_filesystem_library(argv, tmp_path):
         if p.poll() is None:
             os.kill(p.pid, signal.SIGKILL)
             p.wait()
-    assert rc == 130, err
     assert "Traceback" not in err and "Exception ignored" not in err and "internal error" not in err, err
+    return rc, err
+
+
+@pytest.mark.parametrize("argv", [
+    ["logger-sd-littlefs-pauses", "--set", "sd_littlefs.block_size=4194304"],   # minutes inside littlefs
+    ["espidf-esp32-spiflash", "--set", 'espidf.parts=["flash_fatfs"]', "--set", "espidf.runs=1000"],  # FatFs on WL
+], ids=["littlefs", "fatfs"])
+def test_ctrl_c_stops_a_run_inside_the_filesystem_library(argv, tmp_path):
+    """Issue 32, defect 4: Ctrl-C printed "Exception ignored in: 'littlefs.lfs._lfs_prog'" and the run went on
+    (only SIGKILL ended it). SIGINT a run once it is inside the library: exit 130, no traceback."""
+    rc, err = _stop_a_run(argv, signal.SIGINT, tmp_path)
+    assert rc == 130, err
     assert err.rstrip().endswith("interrupted"), err  # one line says why the run stopped
 
 
 def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path):
     """timeout(1) and service managers send SIGTERM: the run stops through the Ctrl-C path (inside the
     filesystem library too), says so in one line and exits 143, instead of dying with its files left behind."""
-    p = subprocess.Popen([*SDBENCH, "run", "logger-sd-littlefs-pauses", "--set", "sd_littlefs.block_size=4194304",
-                          "--no-save", "--no-range"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         cwd=tmp_path)
-    try:
-        assert p.stderr is not None
-        line = p.stderr.readline()
-        assert line.startswith("running "), line
-        time.sleep(2.0)
-        assert p.poll() is None, "the run ended before it could be stopped"
-        p.send_signal(signal.SIGTERM)
-        err = p.stderr.read()
-        rc = p.wait(timeout=20)
-    finally:
-        if p.poll() is None:
-            os.kill(p.pid, signal.SIGKILL)
-            p.wait()
+    rc, err = _stop_a_run(["logger-sd-littlefs-pauses", "--set", "sd_littlefs.block_size=4194304"], signal.SIGTERM,
+                          tmp_path)
     assert rc == 143, err
-    assert "Traceback" not in err and "Exception ignored" not in err and "internal error" not in err, err
     assert err.rstrip().endswith("terminated (SIGTERM)"), err
 
 
