@@ -124,6 +124,7 @@ def test_matrix_json_covers_every_cell_and_says_which_do_not_apply(capsys):
     (["--fs", "fat,raw", "--replay", "3"], "one cell"),
     (["--cuts", "0"], "--cuts"),
     (["--fs", "spiffs"], "no cell can run: SPIFFS runs on SPI flash only"),  # every cell skipped: nothing cut
+    (["--seed", "-1"], "powerloss.seed = -1 is below the minimum 0"),
 ])
 def test_bad_input_is_one_line(args, msg, capsys):
     assert main(["powerloss", SD, *args]) == 2

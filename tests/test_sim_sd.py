@@ -256,6 +256,12 @@ def test_trace_rejects_real_media(capsys):
     assert "no simulated SD card" in capsys.readouterr().err
 
 
+def test_trace_call_needs_a_row(capsys):
+    """--call picks among a row's timed calls: without --row it was silently ignored."""
+    assert main(["trace", "espidf-esp32-sdmmc4-40mhz", "--call", "2"]) == 2
+    assert "--call picks one of a row's timed calls: it needs --row" in capsys.readouterr().err
+
+
 def test_read_fast_path_equals_the_command_level_path():
     over = ["espidf.runs=3", "espidf.parts=['sd_raw','sd_fatfs','sd_littlefs']", "espidf.sd_modes=['normal']"]
     fast = run_scenario(load("espidf-esp32-sdmmc4-40mhz", over))

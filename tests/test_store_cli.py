@@ -101,6 +101,15 @@ def test_commands_that_only_read_leave_an_empty_file_alone(capsys, tmp_path, arg
     assert empty.stat().st_size == 0
 
 
+def test_show_of_a_run_stopped_before_its_stack_was_built(capsys, db):
+    with open_store(db) as s:
+        rid = s.begin_run(scenario="broken", clock="virtual", protocol="espidf", seed=0, source="simulated")
+        s.fail_run(rid, "interrupted")
+    code, out, err = run(capsys, "show", rid)
+    assert code == 0, err
+    assert "interrupted" in out and "| stack." not in out  # no row for a stack that was never built
+
+
 def test_export_json_then_import_gives_identical_runs(capsys, db, tmp_path):
     with open_store(db) as s:
         a = s.save(_measured("espidf-memory", 1.0, 1))

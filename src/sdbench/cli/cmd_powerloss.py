@@ -76,6 +76,7 @@ def register(app: typer.Typer) -> None:
             raise SdbenchError(f"scenario {scenario}: power-loss runs need a simulated medium ([sd] media = "
                                f"\"sim\" or [flash] media = \"sim-nor\")")
         from_logger, logger_fs = pl.logger_workload(sc)
+        from_mapping(pl.WorkloadConfig, {"seed": seed}, "powerloss")  # the seed's range, for either workload
         cfg: pl.WorkloadConfig | pl.LogReplayConfig
         if "logger" in workload:
             if len(workload) > 1:

@@ -106,8 +106,10 @@ def register(app: typer.Typer) -> None:
                                                                               "imported runs."),
         since: Optional[str] = typer.Option(None, "--since", help="Only runs stored since a date (2024-05-01), "
                                                                   "date and time, or an age (90m, 12h, 3d, 2w)."),
-        status: Optional[StatusChoice] = typer.Option(None, "--status", help="Only complete, incomplete "
-                                                                              "(interrupted) or failed runs."),
+        status: Optional[StatusChoice] = typer.Option(None, "--status", help="Only complete, incomplete (the "
+                                                                              "process ended part-way without a word: "
+                                                                              "killed, power lost) or failed runs (an "
+                                                                              "error, or stopped by Ctrl-C or SIGTERM)."),
         limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, help="Only the newest N runs."),
         fmt: RunsFormat = format_option("runs", "md"),
         db: Optional[Path] = _db_option(),
@@ -190,7 +192,7 @@ def register(app: typer.Typer) -> None:
         db: Optional[Path] = _db_option(),
     ) -> None:
         """Show one run: what was measured on what, and every row."""
-        from ..report.tables import flatten, rows_table, run_summary
+        from ..report.tables import rows_table, run_summary, stack_fields
         from ..report.text import Table
         from ..store import open_store
 
@@ -207,8 +209,9 @@ def register(app: typer.Typer) -> None:
             facts.add([k, v])
             if k == "status" and info.status_reason:
                 facts.add(["status reason", info.status_reason])
-        for k, v in flatten(rec.stack):
-            facts.add([f"stack.{k}", v])
+        if rec.stack:  # a run stopped before its stack was built has none
+            for k, v in stack_fields([rec.stack])[0].items():  # the card and host once, not again under the device
+                facts.add([f"stack.{k}", v])
         print_table(facts, fmt)
         typer.echo("")
         for w in rec.warnings:
@@ -350,7 +353,8 @@ def register(app: typer.Typer) -> None:
         html: Optional[Path] = typer.Option(None, "--html", help="Write one self-contained HTML file."),
         png: Optional[Path] = typer.Option(None, "--png", help="Write the plots as PNG files into DIR."),
         svg: Optional[Path] = typer.Option(None, "--svg", help="Write the plots as SVG files into DIR."),
-        title: Optional[str] = typer.Option(None, "--title", help="Report title."),
+        title: Optional[str] = typer.Option(None, "--title", help="Report title (default, or when empty: the "
+                                                                       "scenarios' names)."),
         db: Optional[Path] = _db_option(),
     ) -> None:
         """Report runs as HTML (tables, stack metadata, plots) and/or plot files."""
@@ -366,7 +370,7 @@ def register(app: typer.Typer) -> None:
         with open_store(db, create=False) as store:
             loaded = _load(store, runs)
         items = [ReportRun(f"#{rid}", rec, rid, info) for rid, info, rec in loaded]
-        if title is None:
+        if title is None or not title.strip():  # an empty title would leave the page unnamed
             title = "sdbench: " + ", ".join(dict.fromkeys(r.record.scenario for r in items))
         if html is not None:
             _write_output(render(items, title=title), html)

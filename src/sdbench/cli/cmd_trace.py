@@ -40,6 +40,8 @@ def register(app: typer.Typer) -> None:
         """
         from ..workloads.registry import protocol
 
+        if call is not None and row is None:
+            raise SdbenchError("--call picks one of a row's timed calls: it needs --row")
         if ledger:
             _print_ledger(scenario, list(set_), row, runs)
             return

@@ -29,7 +29,7 @@ class WorkloadConfig:
     sync_every: int = opt(4, unit="chunks", min=0, max=1 << 16,
                           help="chunks between fsync calls (0 = only at close)")
     cuts: int = opt(200, min=1, max=100_000, help="cut points per cell (all of them when there are fewer)")
-    seed: int = opt(1, help="seed of the cut points, torn lengths and data")
+    seed: int = opt(1, min=0, max=(1 << 63) - 1, help="seed of the cut points, torn lengths and data")
 
     def grown(self) -> "WorkloadConfig | None":
         """The workload with twice the files (None past MAX_FILES)."""
