@@ -116,9 +116,14 @@ def test_plot_options_are_checked(tmp_path, capsys):
     code, _, err = run(capsys, "sweep", str(p), "--no-save", "-q", "--plot", str(tmp_path / "f.png"),
                        "--x", "sd.card")
     assert code == 2 and "not a grid key" in err
-    code, _, err = run(capsys, "sweep", str(p), "--no-save", "-q", "--workers", "1", "--plot",
-                       str(tmp_path / "f.png"), "--y", "no such row")
+    db = tmp_path / "r.sqlite"
+    code, out, err = run(capsys, "sweep", str(p), "--db", str(db), "-q", "--workers", "1", "--plot",
+                         str(tmp_path / "f.png"), "--y", "no such row")
     assert code == 2 and "no configuration has a row" in err
+    # known only once the runs are done, yet refused before anything is printed, saved or written
+    assert not out and not db.exists() and not (tmp_path / "f.png").exists()
+    code, out, err = run(capsys, "sweep", str(p), "--db", str(db), "-q", "--workers", "1", "--row", "no such row")
+    assert code == 2 and "no configuration has a row" in err and not out and not db.exists()
 
 
 def test_label_templates_fill_grid_values():

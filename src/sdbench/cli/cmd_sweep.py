@@ -76,8 +76,13 @@ def register(app: typer.Typer) -> None:
         with Progress(n, f"sweep {spec.name}", enabled=not quiet, unit="configurations") as prog:
             res = sw.run_sweep(spec, workers=workers, dask=dask, progress=lambda where: prog.advance(where),
                                check=False)
+        # the row labels exist only once the runs have: a label no run has is refused before anything is
+        # printed, saved or written
+        table = sw.markdown(res, rows or None)
+        if py is not None and not any(r.label == py for rec in res.records for r in rec.rows):
+            raise SdbenchError(f"--y {py!r}: no configuration has a row labelled so")
         typer.echo(f"### sweep {spec.name} ({res.sweep_id}): {n} configurations, {res.wall_s:.1f} s\n")
-        typer.echo(sw.markdown(res, rows or None))
+        typer.echo(table)
         if save:
             ids = sw.save(res, db)
             if ids is None:
