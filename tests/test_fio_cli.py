@@ -313,3 +313,24 @@ def test_real_media_runs_are_stored_like_every_run(tmp_path, capsys):
     with open_store(db) as store:
         names = [r.scenario for r in store.list_runs()]
     assert len(names) == 3 and names[-1] == f"espidf@{img}"
+
+
+def test_an_unsafe_device_is_refused_as_such_before_it_is_opened(tmp_path, capsys, monkeypatch):
+    """A job that writes to the system disk was refused with the error of opening it to read its size
+    (permission denied), not with why writing there is refused."""
+    import sdbench.cli.cmd_fio as cmd_fio
+    import sdbench.media.safety as safety
+
+    def unsafe(path, **kw):
+        raise safety.UnsafeTargetError(f"refusing to write to {path}: it holds the root filesystem (/)")
+
+    def opened(path):
+        raise AssertionError("the device was opened before the safety check")
+    monkeypatch.setattr(safety, "check_writable_target", unsafe)
+    monkeypatch.setattr(cmd_fio, "_device_size", opened)
+    img = tmp_path / "disk.img"
+    img.write_bytes(bytes(MIB))
+    assert main(["fio", f"--filename={img}", "--name=t", "--rw=write", "--bs=4k", "--size=64k", "--allow-write",
+                 "--yes", "--no-save", "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: refusing to write to {img}: it holds the root filesystem (/)"

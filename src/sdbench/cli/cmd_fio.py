@@ -235,6 +235,10 @@ def open_fio_target(device: Optional[str], directory: Optional[str], jobs: list[
     # a job that asks for direct=1 gets O_DIRECT or an error, as in fio; the others the page cache
     direct = any(j.direct for j in jobs)
     if device is not None:
+        if writes:  # an unsafe target is refused as such, before it is opened to read its size
+            from ..media.safety import check_writable_target
+
+            check_writable_target(device)
         lo, window, jobs = _fit_jobs(device, jobs, notes)
         target: LinuxBlockDevice | DirTarget = open_device(device, writes=writes,
                                                            grant=write_grant(allow_write, yes), offset_bytes=lo,
