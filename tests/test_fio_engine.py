@@ -131,8 +131,10 @@ def test_throughput_timeline():
 def test_sizes_and_aliases():
     assert fio.parse_size("4k") == 4096 and fio.parse_size("1M") == MIB and fio.parse_size("64MiB") == 64 * MIB
     assert fio.parse_size("2g") == 2 << 30 and fio.parse_size(512) == 512 and fio.parse_size("1.5k") == 1536
-    with pytest.raises(ConfigError):
-        fio.parse_size("lots")
+    assert fio.parse_size("0x100000") == MIB and fio.parse_size("0X1f") == 31  # an offset as disk tools print it
+    for bad in ("lots", "0x", "0xg", "0x8000000000000000"):
+        with pytest.raises(ConfigError):
+            fio.parse_size(bad)
     j = fio.job_from_mapping({"rw": "randread", "bs": "8k", "size": "1M", "runtime": 2})
     assert (j.bs_bytes, j.size_bytes, j.runtime_s, j.random, j.reads, j.writes) == (8192, MIB, 2.0, True, True, False)
 

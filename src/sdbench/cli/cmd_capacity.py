@@ -34,10 +34,18 @@ def _same_file(a: Path, b: str) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
+def _decimal_size(n: int) -> str:
+    """Bytes in the decimal unit card makers print (GB, MB, kB), to one decimal."""
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= div:
+            return f"{n / div:,.1f} {unit}"
+    return f"{n} B"
+
+
 def _print_text(res: CapacityResult) -> None:
-    mb = 1e6
-    rows = [["Verdict", res.verdict], ["Announced", f"{res.announced_bytes:,} B ({res.announced_bytes / mb:,.1f} MB)"],
-            ["Usable", f"{res.usable_bytes:,} B ({res.usable_bytes / mb:,.1f} MB)"],
+    rows = [["Verdict", res.verdict],
+            ["Announced", f"{res.announced_bytes:,} B ({_decimal_size(res.announced_bytes)})"],
+            ["Usable", f"{res.usable_bytes:,} B ({_decimal_size(res.usable_bytes)})"],
             ["First bad LBA", "-" if res.first_bad_lba is None else str(res.first_bad_lba)],
             ["Mode", res.mode], ["Sectors probed", f"{sum(res.counts.values()):,}"]]
     rows += [[f"Sectors {c}", f"{res.counts[c]:,}"] for c in CLASSES]
@@ -125,7 +133,8 @@ def register(app: typer.Typer) -> None:
                 rpath.unlink(missing_ok=True)
                 res.restore_file = None
                 if not quiet:
-                    typer.echo(f"original data restored and verified ({rr.verified} sectors); {rpath} removed",
+                    typer.echo(f"original data restored and verified ({rr.verified} sector"
+                               f"{'' if rr.verified == 1 else 's'}); {rpath} removed",
                                err=True)
             elif not quiet:
                 typer.echo(f"warning: {rr.mismatched + rr.unreadable} sector(s) did not read back as saved "

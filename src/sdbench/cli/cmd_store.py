@@ -106,10 +106,9 @@ def register(app: typer.Typer) -> None:
                                                                               "imported runs."),
         since: Optional[str] = typer.Option(None, "--since", help="Only runs stored since a date (2024-05-01), "
                                                                   "date and time, or an age (90m, 12h, 3d, 2w)."),
-        status: Optional[StatusChoice] = typer.Option(None, "--status", help="Only complete, incomplete (the "
-                                                                              "process ended part-way without a word: "
-                                                                              "killed, power lost) or failed runs (an "
-                                                                              "error, or stopped by Ctrl-C or SIGTERM)."),
+        status: Optional[StatusChoice] = typer.Option(
+            None, "--status", help="Only complete, incomplete (the process ended part-way without a word: killed, "
+                                   "power lost) or failed runs (an error, or stopped by Ctrl-C or SIGTERM)."),
         limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, help="Only the newest N runs."),
         fmt: RunsFormat = format_option("runs", "md"),
         db: Optional[Path] = _db_option(),

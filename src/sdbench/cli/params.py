@@ -1,7 +1,7 @@
 """Option kinds the commands share: sizes.
 
 Every option that is a size takes the same forms, through one parser: bytes, with binary suffixes or an
-exponent (``4096``, ``4k``, ``1M``, ``64MiB``, ``2g``, ``1e6``).
+exponent (``4096``, ``4k``, ``1M``, ``64MiB``, ``2g``, ``1e6``), or in hex (``0x100000``).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..errors import ConfigError
 from ..options import INT_LIMIT
 from ..workloads.fio import parse_size
 
-SIZE_FORMS = "bytes, or with a suffix: 4k, 1M, 64MiB, 1e6"
+SIZE_FORMS = "bytes, or with a suffix: 4k, 1M, 64MiB, 1e6, or in hex: 0x100000"
 
 
 def size_parser(flag: str, minimum: int = 0, maximum: int = INT_LIMIT - 1) -> Callable[[Any], int]:

@@ -54,8 +54,8 @@ FIO_PERCENTILES = (1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.
 
 
 def parse_size(value: int | str, what: str = "size") -> int:
-    """``4096``, ``"4k"``, ``"1M"``, ``"64MiB"``, ``"1g"``, ``"1e6"`` -> bytes (k, M, G, T, P are binary; an
-    exponent is decimal).  fio's job files and command line follow fio's own rules instead
+    """``4096``, ``"4k"``, ``"1M"``, ``"64MiB"``, ``"1g"``, ``"1e6"``, ``"0x100000"`` -> bytes (k, M, G, T, P are
+    binary; an exponent is decimal).  fio's job files and command line follow fio's own rules instead
     (:func:`.fiosyntax.fio_size`, where ``kb_base`` decides)."""
     if isinstance(value, bool):
         raise ConfigError(f"{what}: expected a size, got {value!r}")
@@ -63,10 +63,16 @@ def parse_size(value: int | str, what: str = "size") -> int:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
+    text = str(value).strip()
+    if re.fullmatch(r"0[xX][0-9a-fA-F]{1,16}", text):  # an address as a disk tool prints it
+        n = int(text, 16)
+        if n >= 1 << 63:
+            raise ConfigError(f"{what}: {value!r} is out of range (at most 2^63 B)")
+        return n
     m = _SIZE_RE.match(str(value))
     if not m:
         shown = str(value) if len(str(value)) <= 40 else str(value)[:37] + "..."
-        raise ConfigError(f"{what}: {shown!r} is not a size (e.g. 4096, 4k, 1M, 64MiB, 1e6)")
+        raise ConfigError(f"{what}: {shown!r} is not a size (e.g. 4096, 4k, 1M, 64MiB, 1e6, 0x100000)")
     mult = 1024 ** " kmgtp".index(m.group(2).lower() or " ")
     n = float(m.group(1)) * mult
     if n != n or n >= 1 << 63:
