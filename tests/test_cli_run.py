@@ -282,3 +282,13 @@ def test_unstable_rows_of_a_measured_run_are_one_warning(capsys):
     (w,) = stability_warnings(rows)
     assert w.startswith("4 of 6 rows are unstable (stdev above 10% of the mean; worst: row 2, ")
     assert stability_warnings(rows[:1]) == []
+
+
+def test_markdown_escapes_a_bar_in_a_label(capsys):
+    """A label with | split its row into an extra column when pasted."""
+    code, out, err = run(capsys, "run", "esp32s3-spi20mhz", "--set", 'raw.label_prefix="a|b"', "--no-save",
+                         "--no-range", "-f", "md")
+    assert code == 0, err
+    table = [line for line in out.splitlines() if line.startswith("|")]
+    assert "| a\\|b write |" in out
+    assert len({line.replace("\\|", "").count("|") for line in table}) == 1  # every line has the header's cells

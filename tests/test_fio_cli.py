@@ -118,6 +118,16 @@ def test_no_terminal_means_no_confirmation(tmp_path, capsys, monkeypatch):
     (["stream", "--device", "IMG", "--size", "64M", "--allow-write", "--yes"], "too small"),
     (["preset", "cdm", "--device", "IMG", "--size", "1M"], "--allow-write"),
     (["preset", "sdfat", "--device", "IMG", "--allow-write", "--yes", "--size", "100M"], "too small"),
+    # the preset options are checked against their declaration (inf crashed; -1 and nan ran)
+    (["preset", "cdm", "--device", "IMG", "--allow-write", "--yes", "--runtime-s", "inf"],
+     "--runtime-s: expected a finite number, got inf"),
+    (["preset", "a1", "--device", "IMG", "--allow-write", "--yes", "--runtime-s", "-1"],
+     "--runtime-s = -1.0 s is below the minimum 0.0 s"),
+    (["preset", "cdm", "--device", "IMG", "--allow-write", "--yes", "--loops", "5000"],
+     "--loops = 5000 is above the maximum 1000"),
+    (["preset", "sdfat", "--device", "IMG", "--allow-write", "--yes", "--size", "100"],
+     "--size = 100 B is below the minimum 4096 B"),
+    (["probe", "IMG", "--size", "16k"], "probe needs at least 32,768 B"),
     (["info", "--cid", "12345"], "expected 32 hex digits"),
     (["info"], "give a DEVICE or registers"),
 ])
@@ -210,6 +220,7 @@ def test_stream_and_presets_through_the_cli(tmp_path, capsys):
     a1 = Results.from_json(js.read_text()).runs[0].metadata["a1"]
     assert rc == (0 if a1["pass"] else 1)
     assert "| A1 criterion" in out and ("PASS" in out or "FAIL" in out)
+    assert "|\n\n| A1 criterion" in out  # a blank line between the tables: pasted, they stay two tables
     assert main(["preset", "sdfat", "--device", str(img), "--size", "100000", "--allow-write", "--yes", "-q"]) == 0
     out = capsys.readouterr().out
     assert "KB/s" in out and "Max µs" in out
@@ -283,7 +294,7 @@ def test_fio_ini_job_file_runs_and_writes_fio_json(tmp_path, capsys):
     ("[j]\nrw=randread\nzonemode=zbd\n", "zonemode = zbd: zoned block devices only"),
     ("rw=read\n[j]\n", "outside of a [section]"),
     ("[j]\nrw=randread\nruntime=1e300\n", "runtime = 1e+300 s is above the maximum 2592000 s"),
-    ("[j]\nrw=randread\nrandom_generator=lfsr\nnorandommap\nfoo=1\n", "'foo' is not a fio option"),
+    ("[j]\nrw=randread\nrandom_generator=lfsr\nnorandommap\nfoo=1\n", "bad.fio:5: 'foo' is not a fio option"),
     ("[j]\nrw=randread\nexec_prerun=rm -rf /\n", "exec_prerun is not supported: sdbench runs no commands"),
     ("[j]\nioengine=windowsaio\n", "ioengine"),
     ("[global]\nbs=4k\n", "no job section"),

@@ -42,6 +42,7 @@ def test_a_short_sd_question_fills_every_column_and_is_not_silent_about_its_leng
     wb = doc["configurations"][1]
     assert wb["cache_bytes"] == 64 * 512 and wb["powerloss"]["cache_config"]["write_mode"] == "write-back"
     assert doc["range"]["method"] == "population" and len(doc["range"]["members"]) == 2
+    assert "wall_s" not in doc and "workers" not in doc  # the same question gives the same document
     assert doc["endurance"]["estimate"] and doc["endurance"]["cycles_range"] == [1000.0, 3000.0]
     rec = doc["recommendation"]
     assert rec["index"] in (0, 1) and rec["reason"]
@@ -83,6 +84,8 @@ def test_the_flash_question_has_fat_on_wear_levelling_littlefs_and_spiffs(capsys
     (["--clock", "fast"], "--clock"),
     (["--rate", "100", "--jitter", "10"], "jitter_ms = 10 ms is not below the record period"),
     (["espidf-memory"], "needs a simulated medium"),   # a RAM-backed card on the wall clock
+    # a configuration the medium cannot hold says which one, and how to leave it out
+    (["workload-flash-512k-spiffs"], "configuration fat / cache none / sync 1 s: FAT: "),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, args, message):
     code, out, err = run(capsys, "logger", "--no-save", *args)

@@ -287,10 +287,23 @@ def test_runs_show_compare_speak_json_and_csv(capsys, db, fmt):
         code, out, err = run(capsys, *argv, "-f", fmt)
         assert code == 0, err
         if fmt == "json":
-            json.loads(out)
+            doc = json.loads(out)
+            if argv == ["runs"]:  # whole numbers as numbers, an unknown value as null
+                assert [r["id"] for r in doc] == [1, 2] and all(isinstance(r["rows"], int) for r in doc)
         else:
             rows = list(csv.reader(io.StringIO(out)))
             assert len(rows) >= 3 and len({len(r) for r in rows}) == 1, argv
+
+
+@pytest.mark.parametrize("fmt, empty", [("json", "[]\n"), ("csv", "id,created (UTC),status,source,scenario,protocol,"
+                                                                 "clock,rows,device,host\n")])
+def test_runs_with_nothing_to_list_give_an_empty_document(capsys, db, fmt, empty):
+    """A program reading -f json/csv got a sentence on stdout; the sentence is for a person, on stderr."""
+    for argv in (["runs"], ["runs", "-s", "no-such-scenario"]):  # no store yet, then a store with no match
+        code, out, err = run(capsys, *argv, "-f", fmt)
+        assert code == 0 and out == empty and ("no runs stored yet" in err or "no matching runs" in err)
+        with open_store(db) as s:
+            s.save(_measured("card-a", 1.0, 1))
 
 
 def test_runs_delete_removes_runs_and_vacuum_gives_the_space_back(capsys, db):
