@@ -11,7 +11,6 @@ import importlib
 import os
 import pkgutil
 import signal
-import sys
 import threading
 from typing import Any
 
@@ -66,12 +65,16 @@ def fail(message: str) -> "typer.Exit":
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..parallel import end_workers_with_parent
-
-    end_workers_with_parent()  # a killed sdbench leaves no worker or I/O process running on
-    previous = _catch_sigterm()
+    previous = None
     try:
+        from ..parallel import end_workers_with_parent
+
+        end_workers_with_parent()  # a killed sdbench leaves no worker or I/O process running on
+        previous = _catch_sigterm()
         rc = _main(argv)
+    except KeyboardInterrupt:  # a Ctrl-C before the command's own handling began
+        typer.echo(_stopped(), err=True)
+        rc = INTERRUPTED
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -193,7 +196,3 @@ def _one_line(text: str, limit: int = 500) -> str:
     """An error message as one line: newlines folded, cut at ``limit`` characters."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def entry() -> None:  # pragma: no cover
-    sys.exit(main())
