@@ -211,3 +211,20 @@ def test_a_process_forked_from_another_thread_still_defers_ctrl_c():
     os.close(write_end)
     assert os.read(read_end, 100) == b"KeyboardInterrupt at exit"
     os.close(read_end)
+
+
+def test_a_ctrl_c_while_the_commands_load_is_one_line(monkeypatch, capsys):
+    """The console script imported the command line before any handling: a Ctrl-C in its first tenth of a
+    second printed a traceback."""
+    import types
+
+    import sdbench.__main__ as start
+
+    class Loading(types.ModuleType):
+        def __getattr__(self, name: str) -> object:
+            raise KeyboardInterrupt  # as if the Ctrl-C came while the module was loading
+
+    monkeypatch.setitem(sys.modules, "sdbench.cli", Loading("sdbench.cli"))
+    with pytest.raises(SystemExit) as stop:
+        start.entry()
+    assert stop.value.code == 130 and capsys.readouterr().err == "interrupted\n"
