@@ -132,11 +132,12 @@ def test_a_device_error_under_fatfs_is_a_filesystem_error():
         fs.crash()
 
 
-def _stop_a_run(argv: list[str], sig: int, cwd: object) -> tuple[int, str]:
-    """Start ``sdbench run ARGV``, send ``sig`` once the run is two seconds in; its exit code and stderr."""
+def _stop_a_run(argv: list[str], sig: int, cwd: object, sigint: object = signal.SIG_DFL) -> tuple[int, str]:
+    """Start ``sdbench run ARGV`` (SIGINT's disposition ``sigint``), send ``sig`` once the run is two seconds in;
+    its exit code and stderr."""
     p = subprocess.Popen([*SDBENCH, "run", *argv, "--no-save", "--no-range"], stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True, cwd=cwd,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
     try:
         assert p.stderr is not None
         line = p.stderr.readline()  # "running ...": the stack is built, the run begins
@@ -168,11 +169,14 @@ def test_ctrl_c_stops_a_run_inside_the_filesystem_library(argv, tmp_path):
     assert err.rstrip().endswith("interrupted"), err  # one line says why the run stopped
 
 
-def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path):
+@pytest.mark.parametrize("sigint", [signal.SIG_DFL, signal.SIG_IGN], ids=["sigint-default", "sigint-ignored"])
+def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path, sigint):
     """timeout(1) and service managers send SIGTERM: the run stops through the Ctrl-C path (inside the
-    filesystem library too), says so in one line and exits 143, instead of dying with its files left behind."""
+    filesystem library too), says so in one line and exits 143, instead of dying with its files left behind.
+    Also where SIGINT is ignored (a background job of a shell script): raised inside a littlefs callback, the
+    signal was printed as ignored and the run went on."""
     rc, err = _stop_a_run(["logger-sd-littlefs-pauses", "--set", "sd_littlefs.block_size=4194304"], signal.SIGTERM,
-                          tmp_path)
+                          tmp_path, sigint)
     assert rc == 143, err
     assert err.rstrip().endswith("terminated (SIGTERM)"), err
 
@@ -228,3 +232,45 @@ def test_a_ctrl_c_while_the_commands_load_is_one_line(monkeypatch, capsys):
     with pytest.raises(SystemExit) as stop:
         start.entry()
     assert stop.value.code == 130 and capsys.readouterr().err == "interrupted\n"
+
+
+def test_sigterm_inside_a_library_call_waits_for_it_to_return_whatever_sigint_is(monkeypatch):
+    """The SIGTERM handler raised at once where SIGINT is ignored, also inside a littlefs or FatFs callback."""
+    from sdbench.cli import _on_sigterm
+    from sdbench.fs.interrupts import DeferredSigint, pending
+
+    for disposition in (signal.SIG_IGN, signal.default_int_handler):
+        previous = signal.signal(signal.SIGINT, disposition)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                with DeferredSigint():
+                    _on_sigterm(signal.SIGTERM, None)  # in a callback: no raise here ...
+                    assert pending()                   # ... the callbacks fail at once instead
+            assert not pending()                       # ... and the call's end raised it
+            with pytest.raises(KeyboardInterrupt):     # outside a library call: at once
+                _on_sigterm(signal.SIGTERM, None)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+def test_a_forked_process_keeps_sigterms_default():
+    """Pool.terminate and the fio engine end their forked processes with SIGTERM: there it must end them, not
+    take the parent's stop path."""
+    from sdbench.cli import _catch_sigterm, _on_sigterm
+
+    previous = _catch_sigterm()
+    assert previous is not None and signal.getsignal(signal.SIGTERM) is _on_sigterm
+    try:
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child never returns into the test run
+            try:
+                os.write(write_end, b"D" if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL else b"H")
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        os.waitpid(pid, 0)
+        assert os.read(read_end, 1) == b"D"
+        os.close(read_end)
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -66,6 +66,7 @@ def fail(message: str) -> "typer.Exit":
 
 def main(argv: list[str] | None = None) -> int:
     previous = None
+    _Term.received = False
     try:
         from ..parallel import end_workers_with_parent
 
@@ -90,12 +91,15 @@ class _Term:
 
 def _on_sigterm(signum: int, frame: Any) -> None:
     """SIGTERM takes the Ctrl-C path, so a run stops the same way: files it made removed, the run stored as
-    interrupted, a library call finished first (the SIGINT handler in place defers it there)."""
+    interrupted.  Inside a C filesystem library's call it is deferred until the call returns, as a Ctrl-C is,
+    also where SIGINT is ignored (a background job of a shell script): raised inside a callback, littlefs
+    prints it and goes on, FatFs fails with it set."""
+    from ..fs import interrupts
+
     _Term.received = True
-    handler = signal.getsignal(signal.SIGINT)
-    if callable(handler):
-        handler(signal.SIGINT, frame)
-    else:  # SIGINT ignored (a background job of a shell script): SIGTERM still stops the run
+    if interrupts.in_library_call():
+        interrupts.defer()
+    else:
         raise KeyboardInterrupt
 
 

@@ -18,11 +18,23 @@ from typing import Any
 
 class _State:
     pending = False
+    depth = 0       # library calls the main thread is inside
 
 
 def pending() -> bool:
     """A Ctrl-C arrived while a library call runs: callbacks fail at once."""
     return _State.pending
+
+
+def in_library_call() -> bool:
+    """Whether the main thread is inside a library call (a signal handler must then defer, not raise)."""
+    return _State.depth > 0
+
+
+def defer() -> None:
+    """Stop as a Ctrl-C in a library call does: callbacks fail at once, KeyboardInterrupt once it returns (how
+    another signal that stops the run, SIGTERM, arrives there, whatever SIGINT's disposition)."""
+    _State.pending = True
 
 
 #: the flag :func:`pending` reads, as an attribute (``FLAG.pending``) for a callback made a million times a run
@@ -46,12 +58,16 @@ class DeferredSigint:
 
     def __enter__(self) -> "DeferredSigint":
         self.previous: Any = None
-        if threading.get_ident() == threading.main_thread().ident and \
-                _signal.getsignal(_SIGINT) is _DEFAULT_INT_HANDLER:
-            self.previous = _signal.signal(_SIGINT, _defer)
+        self.main = threading.get_ident() == threading.main_thread().ident
+        if self.main:
+            _State.depth += 1
+            if _signal.getsignal(_SIGINT) is _DEFAULT_INT_HANDLER:
+                self.previous = _signal.signal(_SIGINT, _defer)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self.main:
+            _State.depth -= 1
         if self.previous is not None:
             _signal.signal(_SIGINT, self.previous)
         if _State.pending:
