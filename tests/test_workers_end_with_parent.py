@@ -85,3 +85,22 @@ def test_a_killed_parent_leaves_no_worker(argv, tmp_path):
             except OSError:
                 pass
         p.wait()
+
+
+def _nap(seconds: float) -> tuple[float, float]:
+    time.sleep(seconds)
+    return seconds, seconds
+
+
+def test_a_stopped_pool_ends_its_workers_instead_of_waiting_for_them():
+    """SIGTERM to sdbench alone (kill PID, docker stop) left the pool's block, which waited for every queued
+    job: validate took half a minute to stop.  Stopped, the pool drops the queue and ends the running jobs."""
+    from sdbench.parallel import run_pool
+
+    def stop(i: float, rec: float) -> None:
+        raise KeyboardInterrupt  # as the signal handler does, once the first job is back
+
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_pool([0.1, 30.0, 30.0, 30.0], 2, stop, _nap)
+    assert time.monotonic() - t0 < 10

@@ -108,12 +108,23 @@ def run_pool(jobs: list[Any], workers: int, done: Callable[[int, Any], None],
         return out
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp_context(), initializer=_pool_worker) as ex:
+    ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp_context(), initializer=_pool_worker)
+    try:
         futs = [ex.submit(fn, job) for job in jobs]
         for f in as_completed(futs):
             i, rec = f.result()
             out[i] = rec
             done(i, rec)
+    except BaseException:
+        # stopped (Ctrl-C, SIGTERM to this process alone) or failed: the jobs still queued are dropped and the
+        # running ones ended, not waited for (leaving the executor's block waits for every job)
+        workers_now = list(getattr(ex, "_processes", {}).values())
+        ex.shutdown(wait=False, cancel_futures=True)
+        for proc in workers_now:
+            if proc.is_alive():
+                proc.terminate()
+        raise
+    ex.shutdown(wait=True)
     return out
 
 
