@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -48,6 +49,7 @@ def test_a_short_sd_question_fills_every_column_and_is_not_silent_about_its_leng
     assert rec["index"] in (0, 1) and rec["reason"]
     html = (tmp_path / "l.html").read_text()
     assert "Recommended: #" in html and html.count("<figure>") == 4
+    assert re.search(r"&middot; \d+\.\d s on \d+ processes</p>", html)  # what the run took here, not blanks
     # the runs are in the store with their figure rows: show and compare read them
     with open_store(db, create=False) as store:
         saved = store.load(doc["configurations"][0]["run_id"])

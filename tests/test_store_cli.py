@@ -93,11 +93,15 @@ def test_import_missing_file(capsys, db, tmp_path):
 
 @pytest.mark.parametrize("args", [["runs"], ["show", "latest"], ["db", "check"], ["export", "latest"]])
 def test_commands_that_only_read_leave_an_empty_file_alone(capsys, tmp_path, args):
-    """SQLite makes a 0-byte file a database: a mistyped --db naming someone's empty file stayed a store."""
+    """SQLite makes a 0-byte file a database: a mistyped --db naming someone's empty file stayed a store.  An
+    empty file is no store, as a missing one is (runs lists nothing; the others have nothing to read)."""
     empty = tmp_path / "notes.txt"
     empty.touch()
     code, out, err = run(capsys, *args, "--db", empty)
-    assert code == 2 and "no results store" in err and len(err.strip().splitlines()) == 1
+    if args == ["runs"]:
+        assert code == 0 and "no runs stored yet" in out
+    else:
+        assert code == 2 and "no results store" in err and len(err.strip().splitlines()) == 1
     assert empty.stat().st_size == 0
 
 
@@ -327,3 +331,16 @@ def test_runs_delete_removes_runs_and_vacuum_gives_the_space_back(capsys, db):
     assert code == 2 and "no run 7" in err
     code, _, err = run(capsys, "runs", "delete", "--yes")
     assert code == 2 and "give run ids" in err
+
+
+def test_table_json_turns_only_figures_into_numbers():
+    """Whole numbers became numbers in every column: a label "0512" came out as 512 and "--5" crashed."""
+    from sdbench.cli.formats import table_text
+    from sdbench.report.text import DASH, Table
+
+    t = Table(["id", "label", "host", "rows"], right={0, 3})
+    t.add(["7", "0512", "123456789012", "40"])
+    t.add(["8", "--5", DASH, "007"])
+    doc = json.loads(table_text(t, "json"))
+    assert doc == [{"id": 7, "label": "0512", "host": "123456789012", "rows": 40},
+                   {"id": 8, "label": "--5", "host": None, "rows": "007"}]

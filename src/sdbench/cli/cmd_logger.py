@@ -154,7 +154,8 @@ def register(app: typer.Typer) -> None:
             from ..report.logger_page import render
 
             head, cells = adv.table(doc)
-            write_atomically(html, render(doc, head, cells, title=f"sdbench logger: {doc['stack']['scenario']}"))
+            write_atomically(html, render(doc, head, cells, title=f"sdbench logger: {doc['stack']['scenario']}",
+                                          wall_s=wall_s, workers=n_workers))
             if not quiet:
                 typer.echo(f"wrote {html}", err=True)
         if doc["run"]["too_short"] and not quiet:

@@ -270,7 +270,7 @@ def register(app: typer.Typer) -> None:
         preset: PresetName = typer.Argument(..., help="cdm (CrystalDiskMark-style), a1 (agnostics A1 sniff "
                                                       "test) or sdfat (SdFat bench)."),
         device: Optional[str] = dev_opt, directory: Optional[str] = dir_opt,
-        size: int = size_option(0, "--size", help="Test size, 4K..1T (0 or none: cdm 1G, a1 64M, sdfat "
+        size: int = size_option(0, "--size", help="Test size, at most 1T (0 or none: cdm 1G, a1 64M, sdfat "
                                                   "5000000, cdm and a1 smaller to fit the target)"),
         loops: int = typer.Option(5, "--loops", help="cdm: loops per test (best loop reported), 1..1000."),
         runtime_s: Optional[float] = typer.Option(None, "--runtime-s", help="cdm: limit per loop (default 5 s); "

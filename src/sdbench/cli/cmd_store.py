@@ -123,7 +123,8 @@ def register(app: typer.Typer) -> None:
         path = db.expanduser() if db else default_db_path()
         from ..report.tables import runs_table
 
-        if stat_or_none(path, "the results store") is None:
+        st = stat_or_none(path, "the results store")
+        if st is None or (stat.S_ISREG(st.st_mode) and st.st_size == 0):  # an empty file is no store either
             if format_name(fmt) == "md":
                 typer.echo(f"no runs stored yet ({path})")
             else:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from enum import Enum
 from typing import Any
 
@@ -89,7 +90,9 @@ def table_text(table: Any, fmt: str) -> str:
     """A table (report.text.Table: headers, rows) as ``fmt``: md, json (a list of objects, one per row, keyed by
     the headers) or csv."""
     if fmt == "json":
-        rows = [{h: _json_cell(c) for h, c in zip(table.headers, row)} for row in table.rows]
+        numeric = getattr(table, "right", set())  # the right-aligned columns hold figures; the rest is text
+        rows = [{h: _json_cell(c, i in numeric) for i, (h, c) in enumerate(zip(table.headers, row))}
+                for row in table.rows]
         return json.dumps(rows, ensure_ascii=False, indent=1) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
@@ -100,16 +103,20 @@ def table_text(table: Any, fmt: str) -> str:
     return str(table.markdown())
 
 
-def _json_cell(cell: Any) -> Any:
-    """A table cell as JSON: a whole number as a number, the dash of an unknown value as null, the rest as shown
-    (a figure with its unit, a formatted decimal)."""
+def _json_cell(cell: Any, numeric: bool) -> Any:
+    """A table cell as JSON: the dash of an unknown value as null; in a column of figures a whole number as a
+    number; the rest as shown (text, a figure with its unit, a formatted decimal)."""
     from ..report.text import DASH
 
     if cell == DASH:
         return None
-    if isinstance(cell, str) and cell.isascii() and cell.lstrip("-").isdigit() and len(cell) < 19:
+    if numeric and isinstance(cell, str) and _WHOLE.fullmatch(cell):
         return int(cell)
     return cell
+
+
+#: a whole number as a table prints it in a column of figures (no leading zeros, at most 18 digits)
+_WHOLE = re.compile(r"-?(0|[1-9][0-9]{0,17})")
 
 
 def print_table(table: Any, fmt: Any) -> None:

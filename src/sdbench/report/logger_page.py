@@ -64,7 +64,10 @@ def _kib(n: float) -> str:
     return f"{n / 1024:g} KiB" if n >= 1024 else f"{n:g} B"
 
 
-def render(doc: dict[str, Any], head: list[str], cells: list[list[str]], *, title: str) -> str:
+def render(doc: dict[str, Any], head: list[str], cells: list[list[str]], *, title: str, wall_s: float,
+           workers: int) -> str:
+    """The logger's page; ``wall_s`` and ``workers``: what the run took here (not in the document, which is the
+    same for the same question)."""
     q = doc["question"]
     period_ms = 1000.0 / q["rate_hz"]
     sections = []
@@ -80,4 +83,5 @@ def render(doc: dict[str, Any], head: list[str], cells: list[list[str]], *, titl
     from .html import _env
 
     return _env().get_template("logger.html.j2").render(title=title, doc=doc, head=head, cells=cells,
-                                                         sections=sections, version=__version__)
+                                                         sections=sections, version=__version__,
+                                                         wall_s=f"{wall_s:.1f}", workers=workers)
