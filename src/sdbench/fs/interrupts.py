@@ -18,7 +18,11 @@ from typing import Any
 
 class _State:
     pending = False
-    depth = 0       # library calls the main thread is inside
+
+
+#: library calls the main thread is inside (a list, not a class attribute: setting one of those costs each call
+#: the type's attribute cache)
+_DEPTH = [0]
 
 
 def pending() -> bool:
@@ -28,7 +32,7 @@ def pending() -> bool:
 
 def in_library_call() -> bool:
     """Whether the main thread is inside a library call (a signal handler must then defer, not raise)."""
-    return _State.depth > 0
+    return _DEPTH[0] > 0
 
 
 def defer() -> None:
@@ -60,14 +64,14 @@ class DeferredSigint:
         self.previous: Any = None
         self.main = threading.get_ident() == threading.main_thread().ident
         if self.main:
-            _State.depth += 1
+            _DEPTH[0] += 1
             if _signal.getsignal(_SIGINT) is _DEFAULT_INT_HANDLER:
                 self.previous = _signal.signal(_SIGINT, _defer)
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.main:
-            _State.depth -= 1
+            _DEPTH[0] -= 1
         if self.previous is not None:
             _signal.signal(_SIGINT, self.previous)
         if _State.pending:
