@@ -118,7 +118,7 @@ def run_pool(jobs: list[Any], workers: int, done: Callable[[int, Any], None],
     except BaseException:
         # stopped (Ctrl-C, SIGTERM to this process alone) or failed: the jobs still queued are dropped and the
         # running ones ended, not waited for (leaving the executor's block waits for every job)
-        workers_now = list(getattr(ex, "_processes", {}).values())
+        workers_now = list((getattr(ex, "_processes", None) or {}).values())
         ex.shutdown(wait=False, cancel_futures=True)
         for proc in workers_now:
             if proc.is_alive():
