@@ -138,7 +138,7 @@ def fit_group(g: FitGroup, meas: list[Measurement], progress: Callable[[str], No
             xc[lin_idx] = sol.x
             c = float(np.sum((r0 + a @ sol.x) ** 2))
             if progress:
-                progress(f"{g.name}: {', '.join(f'{n}={v:g}' for n, v in fixed[s].items())} -> cost {c:.4g}")
+                progress(f"{g.name}: {', '.join(f'{n}={_shown(v)}' for n, v in fixed[s].items())} -> cost {c:.4g}")
             if c < best[0]:
                 best = (c, xc, fixed)
         # 3. polish everything continuous at the best grid point
@@ -251,7 +251,7 @@ def _sequential(g: FitGroup, ev: _Evaluator, x0: np.ndarray, lo: np.ndarray, hi:
             moved |= abs(x[j] - old) > 1e-4 * scale[j]
             last[k] = x.copy()
             if progress:
-                progress(f"{g.name}: sweep {sweep + 1}: {g.params[j].name} = {x[j]:.6g} "
+                progress(f"{g.name}: sweep {sweep + 1}: {g.params[j].name} = {_shown(x[j])} "
                          f"(mean error of its {len(st.rows)} rows {mean_error(x[j]) * 100:+.2f} %)")
         if not moved:
             break
@@ -377,3 +377,9 @@ def _staged(g: FitGroup, ev: _Evaluator, x0: np.ndarray, lo: np.ndarray, hi: np.
                                 options={"xatol": max(1.0, 1e-4 * (hi[k] - lo[k]))})
             x[k] = r.x
     return x
+
+
+def _shown(v: float) -> str:
+    """A field's value in a progress line: whole numbers in full with separators (16,777,216, not 1.67772e+07;
+    the field's name carries its unit), others to six digits."""
+    return f"{int(v):,}" if float(v).is_integer() and abs(v) < 1e15 else f"{v:.6g}"
