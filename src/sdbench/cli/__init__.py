@@ -80,7 +80,6 @@ def main(argv: list[str] | None = None) -> int:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     if rc == INTERRUPTED and _Term.received:  # stopped by SIGTERM (timeout, a service manager): said as such
-        _Term.received = False
         return TERMINATED
     return rc
 

@@ -123,24 +123,22 @@ def register(app: typer.Typer) -> None:
         path = db.expanduser() if db else default_db_path()
         from ..report.tables import runs_table
 
+        def nothing_to_list(words: str) -> None:
+            if format_name(fmt) == "md":
+                typer.echo(words)
+            else:  # an empty list for a program, the words for a person
+                print_table(runs_table([]), fmt)
+                typer.echo(words, err=True)
+
         st = stat_or_none(path, "the results store")
         if st is None or (stat.S_ISREG(st.st_mode) and st.st_size == 0):  # an empty file is no store either
-            if format_name(fmt) == "md":
-                typer.echo(f"no runs stored yet ({path})")
-            else:
-                print_table(runs_table([]), fmt)
-                typer.echo(f"no runs stored yet ({path})", err=True)
+            nothing_to_list(f"no runs stored yet ({path})")
             return
-
         with open_store(path, create=False) as store:
             runs = store.list_runs(scenario=scenario, source=source.value if source else None, since=since,
                                    status=status.value if status else None, limit=limit)
         if not runs:
-            if format_name(fmt) == "md":
-                typer.echo(f"no matching runs in {path}")
-            else:  # an empty list for a program, the words for a person
-                print_table(runs_table([]), fmt)
-                typer.echo(f"no matching runs in {path}", err=True)
+            nothing_to_list(f"no matching runs in {path}")
             return
         print_table(runs_table([replace(r, status=r.status_text) for r in runs]), fmt)
         for r in runs:
