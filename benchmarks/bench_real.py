@@ -5,16 +5,18 @@ over an image file in tmpfs (``/dev/shm``) when running as root with a working
 losetup, otherwise the image file itself.  tmpfs keeps the disk's own
 second-to-second noise out, so the comparison shows the engines' overhead
 through the real block layer; a card is far slower than either engine.
-Both tools use O_DIRECT.  At QD1 both do synchronous I/O, one I/O in flight (fio:
-``ioengine=psync, iodepth=1``); at QD32 both use io_uring: fio one ring, sdbench its default
-``ioengine = "auto"``, which takes its io_uring engine there (one ring per CPU, in forked processes; the
-row says which engine ran, and psync's threads if io_uring is unavailable):
+Both tools use O_DIRECT.  sdbench runs its default ``ioengine = "auto"``, which takes
+its io_uring engine at QD1 (one ring, each I/O submitted and then waited for) and at
+QD32 (one ring per CPU, in forked processes); the text says which engine ran, and
+psync's threads if io_uring is unavailable.  fio runs ``ioengine=io_uring``, and at QD1
+also ``ioengine=psync`` in the same rounds (its synchronous engine, fio's default), so
+each QD1 measurement has a row against either:
 
 * sequential 1 MiB writes (with a final fsync) and reads, going round a
   256 MiB region: sdbench should reach at least 0.95x fio's throughput;
 * random 4 KiB reads at QD1: at least 0.95x fio's IOPS; random 4 KiB writes
   at QD1 (each write's buffer stamped first): at least 0.8x;
-* random 4 KiB reads at QD32: at least 0.95x fio's IOPS with io_uring.
+* random 4 KiB reads at QD32: at least 0.95x fio's IOPS.
 
 Beside the rates, each row shows the CPU time each tool spent per I/O
 (user + system; fio's usr_cpu and sys_cpu, sdbench's job CPU time).  A
@@ -22,8 +24,9 @@ shared machine's load moves the rates from run to run; the CPU time per I/O
 moves much less and shows what each engine costs.
 
 Every measurement runs for a fixed time.  Shared machines are noisy from
-second to second, so the tools run in adjacent pairs (alternating which goes
-first) and the verdict uses the median of the per-pair ratios; the medians of
+second to second, so the tools run in adjacent rounds (one run of each, the
+order turning from round to round) and the verdict uses the median of the
+per-round ratios; the medians of
 each tool's figures are shown beside it.  When the interval of that median
 ratio has the target inside it, the verdict says so: the run does not settle
 which side of the target the engine is on.
@@ -46,22 +49,25 @@ from sdbench.workloads.fio import JobConfig, run_job
 MIB = 1 << 20
 SIZE_BYTES = 256 * MIB
 RUNTIME_S = 1.0
-#: adjacent pairs per measurement.  On a 2-CPU virtual machine one 1-s run of either tool varies by about
-#: +-10 % from the next, so one pair's ratio spreads over 0.8-1.2x; rows whose target sits close to parity
-#: (0.95x) take more pairs so that their median is known to within a few per cent.  At QD1 on a loop device both
-#: tools' latencies fall in two groups, about 10-20 us and 35-55 us (the loop's worker on the waiting thread's
-#: CPU, or a wake-up across CPUs), and the share in each moves from run to run.
+#: adjacent rounds per measurement (one run of each tool).  On a 2-CPU virtual machine one 1-s run of either tool
+#: varies by about +-10 % from the next, so one round's ratio spreads over 0.8-1.2x; rows whose target sits close
+#: to parity (0.95x) take more rounds so that their median is known to within a few per cent.  At QD1 on a loop
+#: device a run settles into one of two states: the I/O thread shares its CPU with the loop's worker and the
+#: completion's softirq thread (three context switches per I/O there), or runs on the other CPU, about twice as
+#: fast; which one moves from run to run, for both tools.
 ROUNDS = 15
 ROUNDS_NEAR_PARITY = 21
 #: confidence of the interval shown around each median ratio
 CONFIDENCE = 0.90
-CASES = [  # label, rw, bs, timed?, metric, target ratio, queue depth (fio: io_uring beyond 1)
+CASES = [  # label, rw, bs, timed?, metric, target ratio, queue depth
     ("sequential write 1 MiB QD1", "write", MIB, True, "MiB/s", 0.95, 1),
     ("sequential read 1 MiB QD1", "read", MIB, True, "MiB/s", 0.95, 1),
     ("random read 4 KiB QD1", "randread", 4096, True, "IOPS", 0.95, 1),
     ("random write 4 KiB QD1", "randwrite", 4096, True, "IOPS", 0.8, 1),
-    ("random read 4 KiB QD32 (both: io_uring)", "randread", 4096, True, "IOPS", 0.95, 32),
+    ("random read 4 KiB QD32", "randread", 4096, True, "IOPS", 0.95, 32),
 ]
+#: fio's engines run beside sdbench at each queue depth; the first is the one the verdict's sentence names
+FIO_ENGINES = {1: ("io_uring", "psync"), 32: ("io_uring",)}
 
 
 def median_interval(values: list[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
@@ -109,9 +115,8 @@ def _attach_loop(img: Path) -> tuple[str | None, str]:
     return None, r.stderr.strip()
 
 
-def _fio(target: str, rw: str, bs: int, timed: bool, qd: int = 1) -> tuple[float, float]:
+def _fio(target: str, rw: str, bs: int, timed: bool, qd: int, engine: str) -> tuple[float, float]:
     """fio's rate (IOPS or MiB/s) and its CPU time per I/O (us)."""
-    engine = "psync" if qd == 1 else "io_uring"
     cmd = ["fio", "--output-format=json", "--name=bench", f"--filename={target}", f"--rw={rw}", f"--bs={bs}",
            f"--size={SIZE_BYTES}", "--direct=1", f"--ioengine={engine}", f"--iodepth={qd}", "--randrepeat=0"]
     if timed:
@@ -177,48 +182,49 @@ def run() -> str:
         rows = []
         try:
             for label, rw, bs, timed, metric, goal, qd in CASES:
-                f_vals, s_vals, f_cpu, s_cpu = [], [], [], []
+                engines = FIO_ENGINES[qd]
+                runners = [("sdbench", lambda: _sdbench(dev, rw, bs, timed, qd))] + [
+                    (e, lambda e=e: _fio(target, rw, bs, timed, qd, e)) for e in engines]
+                got: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in runners}
                 for i in range(ROUNDS_NEAR_PARITY if goal >= 0.95 else ROUNDS):
-                    if i % 2:
-                        s = _sdbench(dev, rw, bs, timed, qd)
-                        f = _fio(target, rw, bs, timed, qd)
-                    else:
-                        f = _fio(target, rw, bs, timed, qd)
-                        s = _sdbench(dev, rw, bs, timed, qd)
-                    f_vals.append(f[0])
-                    s_vals.append(s[0])
-                    f_cpu.append(f[1])
-                    s_cpu.append(s[1])
-                f_med, s_med = statistics.median(f_vals), statistics.median(s_vals)
-                ratios = [s / f for s, f in zip(s_vals, f_vals) if f]
-                ratio = statistics.median(ratios)
-                low, high = median_interval(ratios)
-                verdict = "ok" if ratio >= goal else "BELOW"
-                if low < goal <= high:  # the median's side of the target is not settled by this run
-                    verdict += " (interval spans the target)"
-                rows.append(f"| {label} | {metric} | {len(ratios)} | {f_med:,.0f} | {s_med:,.0f} | {ratio:.2f}x "
-                            f"| {low:.2f}-{high:.2f}x | >= {goal}x | {verdict} "
-                            f"| {statistics.median(f_cpu):.1f} / {statistics.median(s_cpu):.1f} |")
+                    turn = i % len(runners)  # each tool first in turn
+                    for name, fn in runners[turn:] + runners[:turn]:
+                        got[name].append(fn())
+                s_vals = [v for v, _ in got["sdbench"]]
+                s_cpu = statistics.median(c for _, c in got["sdbench"])
+                for engine in engines:
+                    f_vals = [v for v, _ in got[engine]]
+                    f_med, s_med = statistics.median(f_vals), statistics.median(s_vals)
+                    ratios = [s / f for s, f in zip(s_vals, f_vals) if f]
+                    ratio = statistics.median(ratios)
+                    low, high = median_interval(ratios)
+                    verdict = "ok" if ratio >= goal else "BELOW"
+                    if low < goal <= high:  # the median's side of the target is not settled by this run
+                        verdict += " (interval spans the target)"
+                    rows.append(f"| {label} | fio {engine} | {metric} | {len(ratios)} | {f_med:,.0f} | {s_med:,.0f} "
+                                f"| {ratio:.2f}x | {low:.2f}-{high:.2f}x | >= {goal}x | {verdict} "
+                                f"| {statistics.median(c for _, c in got[engine]):.1f} / {s_cpu:.1f} |")
         finally:
             dev.close()
     finally:
         if loop:
             subprocess.run(["losetup", "-d", loop], capture_output=True)
         shutil.rmtree(workdir, ignore_errors=True)
-    used = sorted(ENGINES_USED.get(32, set()))
-    qd32_engine = ("io_uring (one ring per CPU, in forked processes)" if used == ["io_uring"]
-                   else " and ".join(used) or "nothing")
+    def ran(qd: int, what: str) -> str:
+        used = sorted(ENGINES_USED.get(qd, set()))
+        return f"io_uring ({what})" if used == ["io_uring"] else " and ".join(used) or "nothing"
     return "\n".join(head + [
-        f"Target: {where}. {fio_version}, O_DIRECT; QD1: ioengine=psync; QD32: ioengine=io_uring against "
-        f"sdbench's ioengine=auto, which ran {qd32_engine}; "
-        f"each run {RUNTIME_S:g} s; "
-        f"adjacent pairs (alternating which tool goes first); the interval is a {CONFIDENCE:.0%} distribution-free "
-        f"interval of the median ratio. Load average at the start: {load_1min:.1f} on {cpus} CPU(s)"
+        f"Target: {where}. {fio_version}, O_DIRECT, ioengine=io_uring, and at QD1 also ioengine=psync; sdbench's "
+        f"ioengine=auto ran {ran(1, 'one ring, each I/O submitted, then waited for')} at QD1 and "
+        f"{ran(32, 'one ring per CPU, in forked processes')} at QD32; each run {RUNTIME_S:g} s; adjacent rounds "
+        f"(one run of each tool, each first in turn); ratios are sdbench's over fio's of the same round, and the "
+        f"interval is a {CONFIDENCE:.0%} distribution-free interval of their median. "
+        f"Load average at the start: {load_1min:.1f} on {cpus} CPU(s)"
         + (" -- a busy machine: RAM-speed I/O becomes CPU-bound and noisy, rerun when idle." if load_1min > cpus / 2
            else "."), "",
-        "| measurement | unit | pairs | fio (median) | sdbench (median) | sdbench/fio (median of pairs) "
+        "| measurement | against | unit | rounds | fio (median) | sdbench (median) | sdbench/fio (median of rounds) "
         f"| {CONFIDENCE:.0%} interval | target | verdict | CPU us per I/O, fio / sdbench (medians) |",
-        "|---|---|---:|---|---|---|---|---|---|---|",
+        "|---|---|---|---:|---|---|---|---|---|---|---|",
         *rows, ""])
 
 

@@ -8,6 +8,8 @@ import json
 import os
 import struct
 import sys
+import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,8 +23,8 @@ from sdbench.media.sim.sdhost import SdHostDriver
 from sdbench.records import MIB, Results
 from sdbench.stack.sd import load_card, load_host
 from sdbench.workloads import fio
-from sdbench.workloads.fio.engine import pick_ioengine
-from sdbench.workloads.fio.ioengine import LoopIO, Slot
+from sdbench.workloads.fio.engine import JobContext, pick_ioengine
+from sdbench.workloads.fio.ioengine import Control, LoopIO, Slot
 from sdbench.workloads.fio.plan import PassIO
 from sdbench.workloads.fio.jobs import AUTO_QUEUED_MIN_IODEPTH, IOENGINES
 from sdbench.workloads.fio.uring import UringEngine, open_ring
@@ -56,10 +58,12 @@ def test_ioengine_takes_fios_names_and_refuses_others():
         fio.job_from_mapping({"ioengine": "mmap"})
 
 
-def test_auto_is_psync_for_shallow_queues_and_io_uring_deeper():
+def test_auto_is_io_uring_at_depth_1_and_deep_queues_and_psync_between():
     assert AUTO_QUEUED_MIN_IODEPTH == 8
-    assert pick_ioengine(fio.JobConfig(iodepth=1))[0].name == "psync"
-    assert pick_ioengine(fio.JobConfig(iodepth=7))[0].name == "psync"
+    ring = "io_uring" if NO_URING is None else "psync"
+    assert pick_ioengine(fio.JobConfig(iodepth=1))[0].name == ring
+    assert [pick_ioengine(fio.JobConfig(iodepth=d))[0].name for d in range(2, 8)] == ["psync"] * 6
+    assert pick_ioengine(fio.JobConfig(iodepth=1, ioengine="psync"))[0].name == "psync"
     assert pick_ioengine(fio.JobConfig(iodepth=32, ioengine="psync"))[0].name == "psync"
     deep, warnings = pick_ioengine(fio.JobConfig(iodepth=8))
     assert deep.name == ("io_uring" if NO_URING is None else "psync")
@@ -71,6 +75,8 @@ def test_auto_is_psync_for_shallow_queues_and_io_uring_deeper():
 @pytest.mark.parametrize("rw, iodepth, verify", [
     ("randread", 4, "none"), ("read", 3, "none"), ("randwrite", 8, "crc32c"), ("write", 2, "none"),
     ("randrw", 6, "crc32c"), ("randread", 32, "none"),
+    # depth 1: the lone loops (reads; writes without verify), and the general ones with verify or a mix
+    ("randread", 1, "none"), ("write", 1, "none"), ("randwrite", 1, "crc32c"), ("randrw", 1, "none"),
 ])
 def test_io_uring_and_psync_move_the_same_bytes_on_an_image(tmp_path, rw, iodepth, verify):
     dev = image(tmp_path)
@@ -114,6 +120,27 @@ def test_rings_in_forked_processes_write_every_block_once(tmp_path):
 
 
 @needs_uring
+@pytest.mark.parametrize("bs", [4096, MIB])   # 8 write buffers, stamped ahead; one, stamped after each write
+def test_depth_1_writes_on_a_ring_stamp_each_block_with_its_own_number(tmp_path, bs):
+    dev = image(tmp_path)
+    job = fio.JobConfig(name="w", rw="randwrite", bs_bytes=bs, size_bytes=2 * MIB, seed=3, ioengine="io_uring")
+    res = fio.run_job(dev, job)
+    dev.close()
+    assert res.ioengine == "io_uring"
+    nblocks = 2 * MIB // bs
+    raw = (tmp_path / "card.img").read_bytes()
+    stamps = [struct.unpack_from("<QQ", raw, b * bs) for b in range(nblocks)]
+    assert len({run for run, _ in stamps}) == 1
+    assert sorted(seq for _, seq in stamps) == list(range(nblocks))
+    # and the block each I/O number went to is the plan's: the same as psync's, run for run
+    dev = image(tmp_path)
+    fio.run_job(dev, replace(job, ioengine="psync"))
+    dev.close()
+    again = (tmp_path / "card.img").read_bytes()
+    assert [seq for _, seq in stamps] == [struct.unpack_from("<QQ", again, b * bs)[1] for b in range(nblocks)]
+
+
+@needs_uring
 def test_time_based_io_uring_reports_progress_and_stops_on_time(tmp_path):
     dev = image(tmp_path, MIB)
     seen: list[float] = []
@@ -125,6 +152,32 @@ def test_time_based_io_uring_reports_progress_and_stops_on_time(tmp_path):
     assert res.ioengine == "io_uring" and lp.ops["read"] > 256   # went round the region
     assert 0.25e9 < lp.duration_ns < 1.5e9
     assert seen and all(0 <= f <= 1 for f in seen)
+
+
+@needs_uring
+@pytest.mark.parametrize("rw", ["randread", "randwrite"])
+def test_depth_1_on_a_ring_reports_progress_stops_on_time_and_on_request(tmp_path, rw):
+    dev = image(tmp_path, MIB)
+    try:
+        seen: list[float] = []
+        job = fio.JobConfig(rw=rw, bs_bytes=4096, size_bytes=MIB, runtime_s=0.3, time_based=True,
+                            ioengine="io_uring")
+        res = fio.run_job(dev, job, progress=lambda label, frac: seen.append(frac))
+        lp = res.loops[0]
+        kind = "read" if rw == "randread" else "write"
+        assert res.ioengine == "io_uring" and lp.ops[kind] > 256
+        assert 0.25e9 < lp.duration_ns < 1.5e9
+        assert res.stats.dirs[kind].lat.n == lp.ops[kind]      # every I/O's latency recorded
+        assert len(seen) >= 2 and all(0 <= f <= 1 for f in seen)
+        # a stop from outside (Ctrl-C) ends the loop at its next report, long before its 30 s
+        control = Control()
+        timer = threading.Timer(0.3, control.stop)
+        timer.start()
+        res = fio.run_job(dev, replace(job, runtime_s=30.0), ctx=JobContext(control=control))
+        timer.join()
+        assert 0.25e9 < res.loops[0].duration_ns < 3e9
+    finally:
+        dev.close()
 
 
 def test_simulated_cards_ignore_the_engine():
@@ -196,7 +249,9 @@ def test_a_kernel_without_the_set_up_flags_gets_a_plain_ring(monkeypatch):
         return real(entries, ring, flags)
     monkeypatch.setattr(lib, "io_uring_queue_init", old_kernel)
     lib.io_uring_queue_exit(open_ring(lib, 4))
-    assert flags_seen[-1] == 0 and flags_seen[0] != 0
+    single = lib.IORING_SETUP_SINGLE_ISSUER
+    # deferred completions (6.1), then cooperative ones (6.0), then none
+    assert flags_seen == [single | lib.IORING_SETUP_DEFER_TASKRUN, single | lib.IORING_SETUP_COOP_TASKRUN, 0]
 
 
 # ---- failed I/O on a ring ---------------------------------------------------------------------------------
@@ -223,6 +278,12 @@ def test_a_failed_io_on_the_ring_names_its_offset_after_the_others_finish(tmp_pa
     try:
         with pytest.raises(BlockDeviceError, match=r"^short read at byte (8192|12288) \(0 of 4096 B\)$"):
             UringEngine().run(_loop_io(job, fd, 16), slots, None)
+        # the same at depth 1, on the lone loop
+        lone = fio.JobConfig(name="e", rw="randread", bs_bytes=4096, iodepth=1)
+        with pytest.raises(BlockDeviceError, match=r"^short read at byte 8192 \(0 of 4096 B\)$"):
+            UringEngine().run(_loop_io(lone, fd, 16), slots[:1], None)
+        with pytest.raises(BlockDeviceError, match=r"^job e: I/O at byte 0 failed: Bad file descriptor$"):
+            UringEngine().run(_loop_io(lone, -1, 16), slots[:1], None)
     finally:
         os.close(fd)
         for s in slots:

@@ -4,8 +4,8 @@ On a real device, image file or directory the I/O is done by an engine
 (:mod:`.ioengine`): ``io_uring`` (:mod:`.uring`, every I/O in flight of a
 process on one ring) or ``psync`` (one thread per I/O in flight, synchronous
 ``preadv``/``pwritev``).  The job's ``ioengine`` names it; ``auto`` takes
-io_uring from iodepth ``AUTO_QUEUED_MIN_IODEPTH`` where the kernel allows it
-and psync otherwise, and a job that asked for io_uring where it is unavailable
+io_uring at iodepth 1 and from ``AUTO_QUEUED_MIN_IODEPTH`` where the kernel
+allows it and psync otherwise (:func:`.jobs.auto_queues`), and a job that asked for io_uring where it is unavailable
 runs on psync with a warning in its result.  Deep queues are spread over
 forked processes where the engine says so.  Any other block device runs on
 :class:`~.blockengine.BlockEngine`, one request at a time on its own clock.
@@ -37,7 +37,7 @@ from .blockport import BlockPort
 from .buffers import WriteBuffers
 from .ioengine import (PROCESS_MIN_IODEPTH, Control, EngineFlags, IoEngineOps, LoopIO, PsyncEngine, Slot,
                        flush_into, io_failed, rw_flags)
-from .jobs import AUTO_QUEUED_MIN_IODEPTH, IOENGINES, JobConfig
+from .jobs import AUTO_QUEUED_MIN_IODEPTH, IOENGINES, JobConfig, auto_queues
 from .pacing import FlowCell, Monitor, Pacer, RateTooLow, sleep_wall
 from .plan import IoPlan, PassIO, command_prios, io_amount, pool_count, pool_seed
 from .results import JobResult, LoopResult
@@ -57,12 +57,12 @@ MAX_LOOP_RESULTS = 1000
 
 def pick_ioengine(job: JobConfig) -> tuple[IoEngineOps, list[str]]:
     """The engine that runs ``job`` on a descriptor, and the warning when it is not the one asked for.
-    ``auto``: the first available engine that queues (QUEUED) from iodepth AUTO_QUEUED_MIN_IODEPTH, below it
-    the first that does one synchronous I/O per thread (SYNC).  An engine that cannot run here falls back to
+    ``auto``: the first available engine that queues (QUEUED) at the depths :func:`.jobs.auto_queues` names,
+    at the others the first that does one synchronous I/O per thread (SYNC).  An engine that cannot run here falls back to
     psync."""
     want = IOENGINES[job.ioengine]
     if want == "auto":
-        need = EngineFlags.QUEUED if job.iodepth >= AUTO_QUEUED_MIN_IODEPTH else EngineFlags.SYNC
+        need = EngineFlags.QUEUED if auto_queues(job.iodepth) else EngineFlags.SYNC
         tried = [e for e in ENGINES.values() if e.flags & need]
     else:
         tried = [ENGINES[want]]

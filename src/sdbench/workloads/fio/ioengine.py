@@ -68,6 +68,15 @@ NONFATAL = (errno_mod.EIO, errno_mod.EILSEQ)
 Tick = Callable[[int], None]
 
 
+def lone_kind(io: "LoopIO", w: "Slot") -> str | None:
+    """The direction of a depth-1 job the engines' lone loops run: plain reads, or writes without verify."""
+    if io.job.rw in ("read", "randread"):
+        return "read"
+    if io.job.rw in ("write", "randwrite") and w.crcs is None:
+        return "write"
+    return None
+
+
 class EngineFlags(enum.Flag):
     NONE = 0
     #: one I/O in flight per worker thread, so ``iodepth`` threads (fio's FIO_SYNCIO)
@@ -307,7 +316,7 @@ class PsyncEngine(IoEngineOps):
         counter = itertools.count(io.first, io.step)
         errors: list[BaseException] = []
         work = self._work if io.fast else self._general
-        if io.fast and len(slots) == 1 and self._lone_kind(io, slots[0]):
+        if io.fast and len(slots) == 1 and lone_kind(io, slots[0]):
             work = self._lone
         threads = [threading.Thread(target=work, name=f"sdbench-io-{s.index}",
                                     args=(io, s, counter, errors), daemon=True) for s in slots]
@@ -326,15 +335,6 @@ class PsyncEngine(IoEngineOps):
         if errors:
             raise io_failed(io.job, errors[0])
 
-    @staticmethod
-    def _lone_kind(io: LoopIO, w: Slot) -> str | None:
-        """The direction of a job :meth:`_lone` runs: plain reads, or writes without verify."""
-        if io.job.rw in ("read", "randread"):
-            return "read"
-        if io.job.rw in ("write", "randwrite") and w.crcs is None:
-            return "write"
-        return None
-
     # The one thread of a depth-1 job: the leanest loop, as close to fio's per-I/O cost as Python gets.  It takes
     # the plan CHUNK offsets at a time (no shared counter: nobody else takes I/O numbers), records the two clock
     # readings of each I/O as they are and works out latencies when it hands them on, and reads the stop flag
@@ -342,7 +342,7 @@ class PsyncEngine(IoEngineOps):
     # purpose: one loop branching on the direction costs every I/O a test.
     @staticmethod
     def _lone(io: LoopIO, w: Slot, counter: itertools.count, errors: list[BaseException]) -> None:
-        kind = PsyncEngine._lone_kind(io, w)
+        kind = lone_kind(io, w)
         plan = io.plan
         bs, n, total, dl, step = plan.size, len(plan), io.total, io.deadline, io.step
         fd, offs, npool, run_id = io.fd, plan.offs, io.npool, io.run_id

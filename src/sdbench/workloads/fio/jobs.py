@@ -34,12 +34,19 @@ _ALIASES = {"bs": "bs_bytes", "size": "size_bytes", "offset": "offset_bytes", "r
             "blocksize": "bs_bytes", "readwrite": "rw"}
 _BYTE_FIELDS = ("bs_bytes", "size_bytes", "offset_bytes")
 #: ``ioengine`` names (fio's) and the engine that runs each on a real device or file: the synchronous family as a
-#: thread per I/O in flight (psync), the asynchronous family on io_uring rings; auto: see AUTO_QUEUED_MIN_IODEPTH
+#: thread per I/O in flight (psync), the asynchronous family on io_uring rings; auto: see auto_queues
 IOENGINES = {"auto": "auto", "psync": "psync", "sync": "psync", "pvsync": "psync", "pvsync2": "psync",
              "vsync": "psync", "io_uring": "io_uring", "libaio": "io_uring", "posixaio": "io_uring"}
-#: ``ioengine = "auto"`` queues on a ring from this depth: 4 KiB random reads on a RAM-backed loop device ran as
-#: fast or faster on 2 or 4 threads of psync than on a ring; from 8 on the ring wins, by more the deeper the queue
+#: ``ioengine = "auto"`` queues on a ring at iodepth 1 and from this depth, psync's threads between: 4 KiB random
+#: reads on a RAM-backed loop device ran about 1.5x as fast at depth 1 on a ring (each I/O submitted, then waited
+#: for in a second call) as with preadv, as fast or faster on 2 or 4 threads of psync than on a ring, and from 8
+#: on the ring wins, by more the deeper the queue
 AUTO_QUEUED_MIN_IODEPTH = 8
+
+
+def auto_queues(iodepth: int) -> bool:
+    """Whether ``ioengine = "auto"`` runs a job of this depth on a ring (see AUTO_QUEUED_MIN_IODEPTH)."""
+    return iodepth == 1 or iodepth >= AUTO_QUEUED_MIN_IODEPTH
 
 #: the longest any duration may be: 30 days (a month-long soak test is the longest anyone plans)
 MAX_DURATION_S = 30 * 86400
@@ -209,8 +216,8 @@ class JobConfig:
     iodepth_low: int = opt(0, min=0, max=256, help="io_uring: refill the queue when it has drained to this (0: "
                                                    "refill at once)")
     ioengine: str = opt("auto", choices=tuple(IOENGINES),
-                        help=f"psync (sync, pvsync...), io_uring (libaio, posixaio); auto: io_uring from iodepth "
-                             f"{AUTO_QUEUED_MIN_IODEPTH}")
+                        help=f"psync (sync, pvsync...), io_uring (libaio, posixaio); auto: io_uring at iodepth 1 and "
+                             f"from {AUTO_QUEUED_MIN_IODEPTH}, psync between")
     hipri: bool = opt(False, help="polled completions (io_uring IOPOLL, pvsync2 RWF_HIPRI)")
     sqthread_poll: bool = opt(False, help="io_uring: a kernel thread polls the submission queue")
     nowait: bool = opt(False, help="RWF_NOWAIT: fail instead of blocking (the failures count as errors)")
