@@ -163,6 +163,17 @@ def test_bad_profile_or_ratio_is_one_line_exit_2_before_any_io(tmp_path, capsys,
     assert digest(img) == before and sorted(p.name for p in tmp_path.iterdir()) == ["card.img"]
 
 
+@pytest.mark.parametrize("profile", ["default", "real"])
+def test_a_size_below_the_largest_block_names_the_option_and_the_test(tmp_path, capsys, profile):
+    img = image(tmp_path)
+    before = digest(img)
+    rc = main(["preset", "cdm", "--profile", profile, "--device", str(img), "--size", "64K", "--allow-write", "--yes"])
+    err = capsys.readouterr().err
+    test = "SEQ1M Q8T1" if profile == "default" else "SEQ1M Q1T1"
+    assert rc == 2 and err == f"error: --size = 64 KiB is smaller than one block of the {test} test (1 MiB)\n"
+    assert digest(img) == before
+
+
 def test_mix_through_the_cli_prints_stores_and_writes_json(tmp_path, capsys):
     img = image(tmp_path)
     js, db = tmp_path / "cdm.json", tmp_path / "runs.sqlite"

@@ -2,6 +2,7 @@
 error under FatFs is the error it was, never an internal one."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -132,10 +133,12 @@ def test_a_device_error_under_fatfs_is_a_filesystem_error():
         fs.crash()
 
 
-def _stop_a_run(argv: list[str], sig: int, cwd: object, sigint: object = signal.SIG_DFL) -> tuple[int, str]:
-    """Start ``sdbench run ARGV`` (SIGINT's disposition ``sigint``), send ``sig`` once the run is two seconds in;
-    its exit code and stderr."""
-    p = subprocess.Popen([*SDBENCH, "run", *argv, "--no-save", "--no-range"], stdout=subprocess.DEVNULL,
+def _stop_a_run(argv: list[str], sig: int, cwd: object, sigint: object = signal.SIG_DFL,
+                db: object = None) -> tuple[int, str]:
+    """Start ``sdbench run ARGV`` (SIGINT's disposition ``sigint``; stored in ``db``, if given), send ``sig`` once
+    the run is two seconds in; its exit code and stderr."""
+    save = ["--db", str(db)] if db is not None else ["--no-save"]
+    p = subprocess.Popen([*SDBENCH, "run", *argv, *save, "--no-range"], stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True, cwd=cwd,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
     try:
@@ -179,6 +182,18 @@ def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path, sigint):
                           tmp_path, sigint)
     assert rc == 143, err
     assert err.rstrip().endswith("terminated (SIGTERM)"), err
+
+
+@pytest.mark.parametrize("sig, why", [(signal.SIGINT, "interrupted"), (signal.SIGTERM, "terminated (SIGTERM)")])
+def test_a_stopped_run_is_stored_saying_what_stopped_it(tmp_path, sig, why):
+    db = tmp_path / "runs.db"
+    rc, err = _stop_a_run(["logger-sd-littlefs-pauses", "--set", "sd_littlefs.block_size=4194304"], sig, tmp_path,
+                          db=db)
+    assert rc == (130 if sig == signal.SIGINT else 143), err
+    listed = subprocess.run([*SDBENCH, "runs", "--db", str(db), "-f", "json"], capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr
+    (run,) = json.loads(listed.stdout)
+    assert run["status"] == f"failed: {why}"
 
 
 def test_a_process_forked_from_another_thread_still_defers_ctrl_c():

@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         previous = _catch_sigterm()
         rc = _main(argv)
     except KeyboardInterrupt:  # a Ctrl-C before the command's own handling began
-        typer.echo(_stopped(), err=True)
+        typer.echo(stop_reason(), err=True)
         rc = INTERRUPTED
     finally:
         if previous is not None:
@@ -125,7 +125,8 @@ def _sigterm_default_in_child() -> None:
             pass
 
 
-def _stopped() -> str:
+def stop_reason() -> str:
+    """Why a run stopped early, as its stored record and the last line say."""
     return "terminated (SIGTERM)" if _Term.received else "interrupted"
 
 
@@ -135,7 +136,7 @@ def _main(argv: list[str] | None) -> int:
         # without standalone mode click returns the code of a typer.Exit(n) instead of raising it
         rc = app(args=argv, prog_name="sdbench", standalone_mode=False)
         if rc == INTERRUPTED:  # typer returns a Ctrl-C as this code, silently
-            typer.echo(_stopped(), err=True)
+            typer.echo(stop_reason(), err=True)
         return rc if isinstance(rc, int) else 0
     except SdbenchError as e:
         typer.echo(f"error: {_one_line(str(e))}", err=True)
@@ -146,7 +147,7 @@ def _main(argv: list[str] | None) -> int:
         typer.echo("aborted", err=True)
         return INTERRUPTED
     except KeyboardInterrupt:
-        typer.echo(_stopped(), err=True)
+        typer.echo(stop_reason(), err=True)
         return INTERRUPTED
     except Exception as e:
         # click's usage/parameter errors (typer ships its own click): print them as click does

@@ -33,8 +33,9 @@ from .params import size_option
 from ..options import from_mapping
 from ..progress import Progress
 from ..records import MIB, Results, RunRecord
+from ..report.text import size_text
 from ..workloads import fio as fiomod
-from ..workloads.fio.presets import CdmConfig
+from ..workloads.fio.presets import CDM_PROFILES, CdmConfig
 from ..workloads.fioprotocol import FioProtocolConfig
 from ..workloads.stream import run_stream
 
@@ -322,6 +323,10 @@ def register(app: typer.Typer) -> None:
                     size_note = (f"note: test size {size_bytes // MIB} MiB, the largest of the size steps 16 MiB.."
                                  f"{default_size // MIB} MiB that fits the target; --size sets another")
         if preset is PresetName.cdm:
+            largest = max(CDM_PROFILES[cdm.profile], key=lambda t: t.bs_bytes)
+            if size_bytes < largest.bs_bytes:
+                raise ConfigError(f"--size = {size_text(size_bytes)} is smaller than one block of the "
+                                  f"{largest.label} test ({size_text(largest.bs_bytes)})")
             # read-only runs on a device still need data; only a writable target is prefilled
             writes = cdm.mode != "read" or cdm.mix
             window = size_bytes

@@ -249,7 +249,9 @@ def _run_one(sc: scen.Scenario, store, *, progress: bool, quiet: bool, ranges: b
         rec = run_scenario(sc, progress=progress, on_built=begin, ranges=ranges, workers=workers,
                            on_row=(lambda row: store.add_row(rid, row)) if store is not None else None)
     except KeyboardInterrupt:
-        _mark_failed(store, rid, "interrupted")
+        from . import stop_reason  # the package's signal handling, loaded before any command runs
+
+        _mark_failed(store, rid, stop_reason())
         raise
     except SdbenchError as e:
         if not began:
