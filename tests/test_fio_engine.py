@@ -345,6 +345,32 @@ def test_sdfat_bench_on_image_and_directory(tmp_path):
     assert rec.metadata["verify"]["sdfat"]["checked_chunks"] == 97
 
 
+def _rising(seen: list[tuple[str, float]]) -> None:
+    """A preset's progress: the fraction of the whole run, never going back, from near 0 to 1."""
+    fracs = [f for _, f in seen]
+    assert fracs and all(0.0 <= f <= 1.0 for f in fracs)
+    assert all(b >= a for a, b in zip(fracs, fracs[1:])), fracs
+    assert fracs[0] < 0.5 and fracs[-1] > 0.75
+
+
+def test_presets_report_the_whole_runs_progress(tmp_path):
+    """Each job and loop of a preset reported its own fraction, so the line went 77 %, then 73 %."""
+    dev = LinuxBlockDevice(image(tmp_path, 32 * MIB), allow_write=True)
+    try:
+        seen: list[tuple[str, float]] = []
+        fio.run_cdm(dev, size_bytes=32 * MIB, loops=2, runtime_s=0.15, profile="real", mix=True,
+                    progress=lambda label, f: seen.append((label, f)))
+        _rising(seen)
+        assert {"RND4K Q1T1 read", "RND4K Q1T1 write", "RND4K Q1T1 mix 70/30"} <= {label for label, _ in seen}
+        for run in (lambda pr: fio.run_a1(dev, size_bytes=2 * MIB, runtime_s=0.3, progress=pr),
+                    lambda pr: fio.run_sdfat(dev, file_bytes=1_000_000, progress=pr)):
+            seen = []
+            run(lambda label, f: seen.append((label, f)))
+            _rising(seen)
+    finally:
+        dev.close()
+
+
 def test_cdm_and_a1_presets_on_an_image(tmp_path):
     dev = LinuxBlockDevice(image(tmp_path, 8 * MIB), allow_write=True)
     rec = fio.run_cdm(dev, size_bytes=4 * MIB, loops=2, runtime_s=0.1)

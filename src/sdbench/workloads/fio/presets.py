@@ -97,11 +97,19 @@ def _prefill(target: Target, size_bytes: int, offset_bytes: int, progress: Progr
         run_job(target, job, progress=progress)
 
 
+def part_progress(progress: ProgressFn | None, part: int, parts: int) -> ProgressFn | None:
+    """Progress of part ``part`` (from 0) of ``parts`` equal parts of a preset, as the fraction of the whole: the
+    fraction shown never goes back when the next job or loop starts."""
+    if progress is None:
+        return None
+    return lambda label, frac: progress(label, (part + max(0.0, min(1.0, frac))) / parts)
+
+
 def run_loops(target: Target, job: JobConfig, progress: ProgressFn | None = None) -> JobResult:
     """CrystalDiskMark's loops: each loop of ``job`` a run of its own, with ``runtime_s`` as its limit (a job's
-    runtime covers all its loops), gathered into one result."""
+    runtime covers all its loops), gathered into one result; ``progress`` of all the loops together."""
     one = replace(job, loops=1)
-    results = [run_job(target, one, progress=progress) for _ in range(job.loops)]
+    results = [run_job(target, one, progress=part_progress(progress, i, job.loops)) for i in range(job.loops)]
     first = results[0]
     assert first.stats is not None
     for r in results[1:]:
@@ -172,9 +180,15 @@ def run_cdm(target: Target, *, size_bytes: int = 1024 * MIB, loops: int = 5, run
     if cfg.mix and not writable:
         raise ReadOnlyError("the CrystalDiskMark mix tests write: they need a writable target (--allow-write)")
     name = "cdm"
+    kinds = {"all": ("read", "write"), "read": ("read",), "write": ("write",)}[cfg.mode]
+    mixed = list(tests) if cfg.mix else []
     # the mix reads too: it needs written data as much as the read tests do
-    if writable and (cfg.mode != "write" or cfg.mix):
-        _prefill(target, size_bytes, offset_bytes, progress, name)
+    prefill = writable and (cfg.mode != "write" or cfg.mix)
+    parts = int(prefill) + len(kinds) * len(tests) + len(mixed)  # the prefill weighs as much as a test
+    done = [0]
+    if prefill:
+        _prefill(target, size_bytes, offset_bytes, part_progress(progress, 0, parts), name)
+        done[0] += 1
     rows, meta_rows, warnings = [], {}, list(getattr(target, "warnings", []))
 
     def job_of(test: CdmTest, rw: str) -> JobConfig:
@@ -188,11 +202,12 @@ def run_cdm(target: Target, *, size_bytes: int = 1024 * MIB, loops: int = 5, run
                          loops=loops, rwmixread=cfg.mix_read_pct)
 
     def run(job: JobConfig, label: str) -> JobResult:
-        res = run_loops(target, job, progress=(lambda w, f: progress(label, f)) if progress else None)
+        whole = part_progress(progress, done[0], parts)
+        res = run_loops(target, job, progress=(lambda w, f: whole(label, f)) if whole is not None else None)
+        done[0] += 1
         warnings.extend(w for w in res.warnings if w not in warnings)
         return res
 
-    kinds = {"all": ("read", "write"), "read": ("read",), "write": ("write",)}[cfg.mode]
     for kind in kinds:
         for test in tests:
             res = run(job_of(test, ("rand" if test.random else "") + kind), f"{test.label} {kind}")
@@ -201,7 +216,6 @@ def run_cdm(target: Target, *, size_bytes: int = 1024 * MIB, loops: int = 5, run
             for summ in m.values():
                 summ["mean_loop_mib_s"] = float(np.mean([x["mib_s"] for x in summ["loops"]]))
             meta_rows.update(m)
-    mixed = list(tests) if cfg.mix else []
     for test in mixed:
         label = cdm_mix_label(test, cfg.mix_read_pct)
         row, summ = _mix_row(run(job_of(test, "randrw" if test.random else "rw"), label), label)
@@ -250,8 +264,9 @@ def run_a1(target: Target, *, size_bytes: int = 64 * MIB, runtime_s: float = 10.
         jobs = [replace(j, name="a1-test") for j in jobs]
     rows, meta_rows, warnings = [], {}, list(getattr(target, "warnings", []))
     labels = ["prepare-file", "seq-write", "rand-4k-write", "rand-4k-read"]
-    for label, job in zip(labels, jobs):
-        res = run_job(target, job, progress=(lambda w, f, lab=label: progress(lab, f)) if progress else None)
+    for i, (label, job) in enumerate(zip(labels, jobs)):
+        whole = part_progress(progress, i, len(jobs))
+        res = run_job(target, job, progress=(lambda w, f, lab=label: whole(lab, f)) if whole is not None else None)
         unit = "MB/s" if label in ("prepare-file", "seq-write") else "IOPS"
         r, m = job_rows(res, label=label, unit=unit)
         rows += r

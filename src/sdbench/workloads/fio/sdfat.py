@@ -84,8 +84,10 @@ def _fd_passes(target: LinuxBlockDevice | DirTarget, n: int, buf_bytes: int, off
     out: _Passes = {}
     now = time.perf_counter_ns
     try:
+        parts, part = sum(counts.values()), -1
         for kind, passes in counts.items():
             for p in range(passes):
+                part += 1
                 lat = array.array("q")
                 add = lat.append
                 if kind == "write" and pre is not None:
@@ -106,7 +108,7 @@ def _fd_passes(target: LinuxBlockDevice | DirTarget, n: int, buf_bytes: int, off
                             pw(fd, iov, base + i * buf_bytes)
                             add(now() - t0)
                             if progress is not None and not i & 255:
-                                progress(f"sdfat {kind} pass {p + 1}", i / n)
+                                progress(f"sdfat {kind} pass {p + 1}", (part + i / n) / parts)
                         if isinstance(target, DirTarget):
                             os.fsync(fd)  # also commits the file's size and allocation
                         else:
@@ -121,7 +123,7 @@ def _fd_passes(target: LinuxBlockDevice | DirTarget, n: int, buf_bytes: int, off
                             if got != buf_bytes or rv != pattern:
                                 bad.note(i * buf_bytes)
                             if progress is not None and not i & 255:
-                                progress(f"sdfat {kind} pass {p + 1}", i / n)
+                                progress(f"sdfat {kind} pass {p + 1}", (part + i / n) / parts)
                 except OSError as e:
                     raise BlockDeviceError(f"SdFat bench {kind} failed: {e.strerror}") from None
                 out.setdefault(kind, []).append((lat, now() - t_start))
@@ -142,8 +144,10 @@ def _block_passes(dev: BlockDevice, n: int, buf_bytes: int, offset_bytes: int, c
     first, per = offset_bytes // ss, buf_bytes // ss
     now = dev.clock.now_ns
     out: _Passes = {}
+    parts, part = sum(counts.values()), -1
     for kind, passes in counts.items():
         for p in range(passes):
+            part += 1
             lat = array.array("q")
             add = lat.append
             t_start = now()
@@ -153,7 +157,7 @@ def _block_passes(dev: BlockDevice, n: int, buf_bytes: int, offset_bytes: int, c
                     dev.write(first + i * per, pattern)
                     add(now() - t0)
                     if progress is not None and not i & 255:
-                        progress(f"sdfat {kind} pass {p + 1}", i / n)
+                        progress(f"sdfat {kind} pass {p + 1}", (part + i / n) / parts)
                 dev.sync()
             else:
                 for i in range(n):
@@ -163,7 +167,7 @@ def _block_passes(dev: BlockDevice, n: int, buf_bytes: int, offset_bytes: int, c
                     if got != pattern:
                         bad.note(i * buf_bytes)
                     if progress is not None and not i & 255:
-                        progress(f"sdfat {kind} pass {p + 1}", i / n)
+                        progress(f"sdfat {kind} pass {p + 1}", (part + i / n) / parts)
             out.setdefault(kind, []).append((lat, now() - t_start))
     return out
 
