@@ -2,10 +2,12 @@
 records, and the protocol's options in a run's stack."""
 from __future__ import annotations
 
+import pytest
+
 from sdbench import scenarios as scen
 from sdbench.protocols import run_scenario
 from sdbench.records import RunRecord, make_row
-from sdbench.report.differences import differences, run_labels, short_keys
+from sdbench.report.differences import differences, fact_text, run_labels, short_keys
 from sdbench.report.tables import copies, stack_diff_table, stack_fields
 
 CARD = {"name": "generic-sdhc", "read_access_us": 182.0, "au_bytes": 4194304}
@@ -48,8 +50,9 @@ def test_stack_differences_list_each_field_once():
 def test_runs_of_one_scenario_are_named_by_their_set_values_and_seed():
     recs = [record(), record(clock_hz=20_000_000), record(seed=7), record(rate_hz=1000.0)]
     labels = run_labels(["#1", "#2", "#3", "#4"], recs)
-    assert labels == ["#1 clock_hz=40000000, rate_hz=200.0, seed 1", "#2 clock_hz=20000000, rate_hz=200.0, seed 1",
-                      "#3 clock_hz=40000000, rate_hz=200.0, seed 7", "#4 clock_hz=40000000, rate_hz=1000.0, seed 1"]
+    # values in the unit their key names, as a person reads them
+    assert labels == ["#1 clock_hz=40 MHz, rate_hz=200 Hz, seed 1", "#2 clock_hz=20 MHz, rate_hz=200 Hz, seed 1",
+                      "#3 clock_hz=40 MHz, rate_hz=200 Hz, seed 7", "#4 clock_hz=40 MHz, rate_hz=1 kHz, seed 1"]
     assert differences(recs)[1] == [("sd.bus.clock_hz", "20000000"), ("logger.rate_hz", "200.0"), ("seed", "1")]
     # nothing differs: the name alone
     assert run_labels(["#1", "#2"], [record(), record()]) == ["#1", "#2"]
@@ -63,9 +66,9 @@ def test_sweep_parameters_name_sweep_runs_and_scenarios_name_runs_of_other_scena
         "#1 cache_blocks=0, filesystems=fat", "#2 cache_blocks=0, filesystems=littlefs",
         "#3 cache_blocks=16, filesystems=fat", "#4 cache_blocks=16, filesystems=littlefs"]
     mixed = [record("a"), record("a", clock_hz=20_000_000), record("b")]
-    assert run_labels(["#1", "#2", "#3"], mixed) == ["#1 a, clock_hz=40000000", "#2 a, clock_hz=20000000", "#3 b"]
+    assert run_labels(["#1", "#2", "#3"], mixed) == ["#1 a, clock_hz=40 MHz", "#2 a, clock_hz=20 MHz", "#3 b"]
     many = [record(clock_hz=c, busy_us=b, rate_hz=r, seed=s) for c, b, r, s in ((1, 1.0, 1.0, 1), (2, 2.0, 2.0, 2))]
-    assert run_labels(["#1", "#2"], many)[1] == "#2 clock_hz=2, write_busy_end_us=2.0, rate_hz=2.0 +1 more"
+    assert run_labels(["#1", "#2"], many)[1] == "#2 clock_hz=2 Hz, write_busy_end_us=2 µs, rate_hz=2 Hz +1 more"
 
 
 def test_short_keys_are_the_shortest_tails_no_other_key_ends_with():
@@ -78,5 +81,16 @@ def test_a_run_records_its_protocol_options_in_its_stack():
     a = run_scenario(scen.load("logger-sd-fat-pauses", ["logger.duration_s=1"]))
     b = run_scenario(scen.load("logger-sd-fat-pauses", ["logger.duration_s=1", "logger.rate_hz=400"]))
     assert a.stack["logger"]["rate_hz"] == 200.0 and b.stack["logger"]["rate_hz"] == 400.0
-    assert run_labels(["#1", "#2"], [a, b]) == ["#1 rate_hz=200.0", "#2 rate_hz=400.0"]
+    assert run_labels(["#1", "#2"], [a, b]) == ["#1 rate_hz=200 Hz", "#2 rate_hz=400 Hz"]
     assert [row[0] for row in stack_diff_table(["#1", "#2"], [a.stack, b.stack]).rows] == ["logger.rate_hz"]
+
+
+@pytest.mark.parametrize("key, value, shown", [
+    ("clock_hz", "40000000", "clock_hz=40 MHz"), ("clock_hz", "400000", "clock_hz=400 kHz"),
+    ("sector_size_bytes", "4096", "sector_size_bytes=4 KiB"), ("capacity_bytes", "1500000", "capacity_bytes=1.4 MiB"),
+    ("busy_us", "250.0", "busy_us=250 µs"), ("timeout_ms", "1.5", "timeout_ms=1.5 ms"),
+    ("fill_pct", "70", "fill_pct=70 %"), ("policy", "lru", "policy=lru"), ("blocks", "16", "blocks=16"),
+    ("clock_hz", "fast", "clock_hz=fast"),
+])
+def test_a_value_is_shown_in_the_unit_its_key_names(key, value, shown):
+    assert fact_text(key, value) == shown

@@ -229,11 +229,11 @@ def test_compare_names_every_series_and_each_run_by_what_differs(compare3):
     check_figures(figs)
     rows = figs[0][2]
     names = legend_texts(rows)
-    assert names == ["#1 clock_hz=40000000, seed 1", "#2 clock_hz=20000000, seed 1", "#3 clock_hz=40000000, seed 7"]
+    assert names == ["#1 clock_hz=40 MHz, seed 1", "#2 clock_hz=20 MHz, seed 1", "#3 clock_hz=40 MHz, seed 7"]
     # the throughput plot: runs above (in grey), row families beside each panel
     texts = legend_texts(figs[1][2])
     assert texts[:3] == names and "SD LittleFS: write" in texts and "SD LittleFS: read" in texts
-    assert "Simulated time breakdown, #2 clock_hz=20000000, seed 1" == figs[3][1]
+    assert "Simulated time breakdown, #2 clock_hz=20 MHz, seed 1" == figs[3][1]
 
 
 def test_rows_by_run_is_compact_with_its_legend_above_the_rows(compare3):
@@ -273,8 +273,8 @@ def test_compare_page_fits_1280px_with_plots_first_and_each_field_once(compare3,
     assert text.index("<h2>Plots</h2>") < text.index("<table") < text.index("<h2>Stack differences</h2>")
     diff = text[text.index("<h2>Stack differences</h2>"):]
     assert "sd.bus.clock_hz" in diff and "sd.device.bus.clock_hz" not in diff
-    assert "<dt>#2</dt><dd>sd.bus.clock_hz=20000000, seed 1</dd>" in text
-    assert "<h2>Run #3 <span class=\"muted\">(sd.bus.clock_hz=40000000, seed 7)</span></h2>" in text
+    assert "<dt>#2</dt><dd>sd.bus.clock_hz=20 MHz, seed 1</dd>" in text
+    assert "<h2>Run #3 <span class=\"muted\">(sd.bus.clock_hz=40 MHz, seed 7)</span></h2>" in text
 
 
 @needs_chromium

@@ -1,5 +1,5 @@
 """What tells runs apart: the stack fields, sweep parameters, seeds and scenarios that differ between them, and
-a short name per run made of them (``#2 clock_hz=20000000``) for legends and headings."""
+a short name per run made of them (``#2 clock_hz=20 MHz``) for legends and headings."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from ..records import RunRecord
 from ..store.api import device_of
 from .tables import stack_fields
+from .text import size_text
 
 #: the facts a run's legend name shows at most; the rest are counted ("+2 more")
 MAX_FACTS = 3
@@ -87,9 +88,30 @@ def short_keys(keys: Sequence[str]) -> dict[str, str]:
     return out
 
 
+#: a key's unit suffix and the unit its values are shown in
+_SUFFIX_UNITS = {"_us": "µs", "_ns": "ns", "_ms": "ms", "_s": "s", "_pct": "%"}
+
+
+def _with_unit(key: str, value: str) -> str:
+    """A number in the unit its key names (``clock_hz`` 40000000 -> ``40 MHz``, ``..._bytes`` 4096 -> ``4 KiB``),
+    anything else as it is."""
+    try:
+        v = float(value)
+    except ValueError:
+        return value
+    if key.endswith("_hz"):
+        div, unit = next(((d, u) for d, u in ((1e9, "GHz"), (1e6, "MHz"), (1e3, "kHz")) if abs(v) >= d), (1, "Hz"))
+        return f"{v / div:g} {unit}"
+    if key.endswith("_bytes") and v >= 0:
+        return size_text(v)
+    unit = next((u for suffix, u in _SUFFIX_UNITS.items() if key.endswith(suffix)), None)
+    return f"{v:g} {unit}" if unit else value
+
+
 def fact_text(key: str, value: str) -> str:
     if key == "scenario":
         return value
+    value = _with_unit(key, value)
     v = value if len(value) <= MAX_VALUE else value[:MAX_VALUE - 1] + "…"
     return f"{key} {v}" if key in ("seed", "source", "clock", "device") else f"{key}={v}"
 
