@@ -163,7 +163,15 @@ def test_cli_image_read_only_unless_allowed(tmp_path, capsys):
     assert main(["probe", str(img), "-q"]) == 0
     out = capsys.readouterr().out
     assert "| Open units" in out and "write tests need --allow-write" in out
+    assert "| Range probed | 67,108,864 B (64 MiB) |" in " ".join(out.split())
     assert hashlib.sha256(img.read_bytes()).digest() == before
+    # a range that does not start at byte 0 says where it starts
+    assert main(["probe", str(img), "-q", "--offset", "16M", "--size", "8M"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "| Range probed | 8,388,608 B (8 MiB) from byte 16,777,216 (16 MiB) |" in out
+    assert main(["probe", str(img), "-q", "--offset", "16M", "--size", "8M", "-f", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["offset_bytes"], doc["range_bytes"]) == (16 * MIB, 8 * MIB)
     assert main(["probe", str(img), "-q", "--allow-write"]) == 2       # no --yes and no terminal: refused
     assert hashlib.sha256(img.read_bytes()).digest() == before
 
@@ -179,7 +187,7 @@ def test_loop_device_writes_stay_in_the_range_and_it_says_what_it_could_not_meas
     assert main(["probe", dev, "--allow-write", "--yes", "--offset", str(lo), "--size", str(hi - lo), "-q",
                  "-f", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["range_bytes"] == hi - lo and doc["writes"]
+    assert doc["range_bytes"] == hi - lo and doc["offset_bytes"] == lo and doc["writes"]
     # a loop device merges nothing: the open-unit test says so rather than guess
     assert doc["open_aus"] is None and "did not slow down" in doc["not_measured"]["open_aus"]
     assert doc["page_bytes"] is None and doc["not_measured"]["page_bytes"]

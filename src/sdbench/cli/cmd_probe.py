@@ -24,12 +24,18 @@ def _size(n: int | None) -> str:
     return "-" if n is None else size_text(n)
 
 
+def _range(res: Any) -> str:
+    """How much was probed, and from where when not from the start."""
+    text = f"{res.range_bytes:,} B ({_size(res.range_bytes)})"
+    return f"{text} from byte {res.offset_bytes:,} ({_size(res.offset_bytes)})" if res.offset_bytes else text
+
+
 def findings(res: Any) -> list[tuple[str, str]]:
     """The probe's answers, one line each, for the text table and the HTML page."""
     def us(v: float | None) -> str:
         return "-" if v is None else f"{v:,.1f} µs"
 
-    rows = [("Target", res.target), *([("Card", res.identity)] if res.identity else []), ("Range probed", f"{res.range_bytes:,} B ({_size(res.range_bytes)})"),
+    rows = [("Target", res.target), *([("Card", res.identity)] if res.identity else []), ("Range probed", _range(res)),
             ("Clock", "virtual (simulated card)" if res.clock == "virtual" else "wall"),
             ("Page size (reads)", f"{_size(res.page_bytes)}, +{us(res.page_cross_us)} across"
              if res.page_bytes else "-"),
@@ -128,6 +134,7 @@ def register(app: typer.Typer) -> None:
             res = Prober(dev, target=label, writes=allow_write, seed=seed, max_streams=max_streams,
                          progress=prog).run()
             res.identity = identity
+            res.offset_bytes = offset
         finally:
             prog.close()
             if built is not None:

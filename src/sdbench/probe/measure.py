@@ -81,6 +81,8 @@ class ProbeResult:
     writes: bool
     #: what the card says it is (``sdbench info``'s summary), when the target tells
     identity: str = ""
+    #: where the range probed starts on the target (its ``--offset``)
+    offset_bytes: int = 0
     latency: list[Latency] = field(default_factory=list)
     #: per boundary size: median µs of the reads before, across and after, and the extra of the one across
     alignment: list[dict[str, float]] = field(default_factory=list)
@@ -104,7 +106,8 @@ class ProbeResult:
         return self.au_bytes_write if self.au_bytes_write is not None else self.au_bytes_read
 
     def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "identity": self.identity, "range_bytes": self.range_bytes,
+        return {"target": self.target, "identity": self.identity, "offset_bytes": self.offset_bytes,
+                "range_bytes": self.range_bytes,
                 "sector_bytes": self.sector_bytes, "clock": self.clock, "writes": self.writes,
                 "page_bytes": self.page_bytes, "page_cross_us": _r(self.page_cross_us),
                 "au_bytes": self.au_bytes, "au_bytes_read": self.au_bytes_read,
