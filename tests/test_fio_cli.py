@@ -6,6 +6,7 @@ import json
 import hashlib
 import io
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -345,3 +346,64 @@ def test_an_unsafe_device_is_refused_as_such_before_it_is_opened(tmp_path, capsy
                  "--yes", "--no-save", "-q"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"error: refusing to write to {img}: it holds the root filesystem (/)"
+
+
+# ---- Ctrl-C: fio's way ------------------------------------------------------------------------------------------
+def _ctrl_c_fio(tmp_path: Path, args: list[str]) -> tuple[int, str, str]:
+    """``sdbench fio ARGS`` in a session of its own, Ctrl-C'd as a terminal does (the whole process group) once
+    it has run for a second and a half; exit code, stdout, stderr."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    p = subprocess.Popen([sys.executable, "-m", "sdbench", "fio", *args, "--no-save"], cwd=tmp_path, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        time.sleep(1.5)
+        assert p.poll() is None, "the run ended before Ctrl-C"
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert "Traceback" not in err and "error:" not in err, err
+    return p.returncode, out, err
+
+
+@pytest.mark.parametrize("engine, depth", [("io_uring", 1), ("psync", 1), ("io_uring", 32)])
+def test_ctrl_c_stops_the_jobs_and_prints_what_they_measured(tmp_path, engine, depth):
+    """As fio does: the first Ctrl-C ends the running jobs and the run reports them (exit 130 all the same);
+    a stonewalled job after them does not start."""
+    img = image(tmp_path, 16 * MIB)
+    t0 = time.monotonic()
+    rc, out, err = _ctrl_c_fio(tmp_path, [
+        f"--filename={img}", "--direct=1", "--bs=4k", "--runtime=60", "--time_based", f"--ioengine={engine}",
+        f"--iodepth={depth}", "--name=first", "--rw=randread", "--name=second", "--rw=randread", "--stonewall"])
+    assert time.monotonic() - t0 < 20
+    assert rc == 130, err
+    assert "| first read |" in out and "second" not in out
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("stopping: Ctrl-C") and lines[-1] == "interrupted"
+    assert ("warning: stopped early from outside (Ctrl-C): each job's figures cover the time it ran; 1 job did "
+            "not start") in lines
+
+
+def test_a_second_ctrl_c_stops_at_once_and_the_handler_goes_with_the_run(capfd):
+    import signal
+
+    from sdbench.cli.cmd_fio import _first_ctrl_c_stops
+    from sdbench.workloads.fio import StopRequest
+
+    before = signal.getsignal(signal.SIGINT)
+    stop = StopRequest()
+    with pytest.raises(KeyboardInterrupt):
+        with _first_ctrl_c_stops(stop, quiet=False):
+            os.kill(os.getpid(), signal.SIGINT)
+            assert stop.requested                      # the first: the jobs are asked to end
+            os.kill(os.getpid(), signal.SIGINT)        # the second: an interruption, at once
+            pytest.fail("the second Ctrl-C did not interrupt")
+    assert signal.getsignal(signal.SIGINT) is before
+    assert capfd.readouterr().err == ("stopping: Ctrl-C; the jobs end and report what they measured (Ctrl-C again: "
+                                      "at once)\n")

@@ -17,10 +17,13 @@ error, never ignored.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import stat
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional
@@ -338,11 +341,14 @@ def register(app: typer.Typer) -> None:
         import time as _time
         started = _time.time()
         t0 = _time.perf_counter()
+        stop = fiomod.StopRequest()
         try:
-            outcome = fiomod.run_fio(target, jobs, progress=prog, identity=_identity(device),
-                                     keep_logs=any(wants_logs(j) for j in jobs),
-                                     extra_meta={"fio": {"global_options": dict(run.global_options),
-                                                         "job_options": [dict(j.options) for j in run.jobs]}})
+            with _first_ctrl_c_stops(stop, quiet):
+                outcome = fiomod.run_fio(target, jobs, progress=prog, identity=_identity(device),
+                                         keep_logs=any(wants_logs(j) for j in jobs),
+                                         extra_meta={"fio": {"global_options": dict(run.global_options),
+                                                             "job_options": [dict(j.options) for j in run.jobs]}},
+                                         stop=stop)
         finally:
             prog.close()
             _close(target, keep)
@@ -385,8 +391,38 @@ def register(app: typer.Typer) -> None:
         try:
             _finish(rec, json_path, quiet, db if save else False)
         finally:
-            if rec.status == "failed":
+            if rec.status == "failed" and not stop.requested:
                 raise RunFailedError(rec.status_reason)
+        if stop.requested:  # the results so far are out; the exit code still says the run was cut short
+            from . import INTERRUPTED
+
+            raise typer.Exit(INTERRUPTED)
+
+
+@contextlib.contextmanager
+def _first_ctrl_c_stops(stop: Any, quiet: bool) -> Iterator[None]:
+    """fio's Ctrl-C: the first stops the jobs, which then report what they measured; a second stops at once
+    (the usual interruption).  Processes the run forks (jobs, I/O processes) inherit the handler and leave the
+    stop to this one, which sets their shared flags."""
+    owner = os.getpid()
+
+    def on_ctrl_c(signum: int, frame: Any) -> None:
+        if os.getpid() != owner:
+            return
+        if stop.requested:
+            raise KeyboardInterrupt
+        stop.stop()
+        if not quiet:  # os.write: a signal may arrive while stderr's buffer is being written
+            os.write(2, b"stopping: Ctrl-C; the jobs end and report what they measured (Ctrl-C again: at once)\n")
+    try:
+        previous = signal.signal(signal.SIGINT, on_ctrl_c)
+    except ValueError:  # not the main thread: Ctrl-C stays an interruption
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _reports(outcome: Any, run: FioRun) -> list[fioout.Report]:

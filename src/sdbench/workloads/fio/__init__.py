@@ -58,7 +58,7 @@ from .blockport import BlockPort, clock_fields, open_block_port
 from .engine import _Engine, run_job
 from .fiofile import FioJob, FioRun, load_fio_file, load_job_file, parse_argv, parse_fio_ini, read_run
 from .jobs import RW_MODES, JobConfig, job_from_mapping, parse_size
-from .schedule import FioOutcome, run_fio, run_jobs
+from .schedule import FioOutcome, StopRequest, run_fio, run_jobs
 from .presets import A1_RAND_READ_IOPS, A1_RAND_WRITE_IOPS, A1_SEQ_WRITE_KIB_S, CDM_TESTS, a1_jobs, run_a1, run_cdm
 from .sdfat import SDFAT_BUF_BYTES, SDFAT_FILE_BYTES, run_sdfat, sdfat_pattern
 from .results import JobResult, LoopResult, job_rows, op_summary
@@ -69,7 +69,7 @@ from .verify import (TRAILER_BYTES, VERIFY_MAGIC, VerifyError, _update_py, check
 __all__ = [
     "A1_RAND_READ_IOPS", "A1_RAND_WRITE_IOPS", "A1_SEQ_WRITE_KIB_S", "BlockEngine", "BlockPort", "CDM_TESTS",
     "FioJob", "FioOutcome", "FioRun", "JobConfig", "JobResult", "LoopResult", "ProgressFn", "RW_MODES",
-    "SDFAT_BUF_BYTES", "SDFAT_FILE_BYTES",
+    "SDFAT_BUF_BYTES", "SDFAT_FILE_BYTES", "StopRequest",
     "TRAILER_BYTES", "Target", "VERIFY_MAGIC", "VerifyError", "a1_jobs", "block_run_id", "check_blocks",
     "clock_fields", "crc32c", "crc32c_rows", "dir_file_name", "job_from_mapping", "job_rows", "lay_out_file",
     "load_fio_file", "load_job_file", "op_summary", "open_block_port", "parse_argv", "parse_fio_ini", "parse_size",

@@ -46,6 +46,27 @@ from .target import ProgressFn, Target
 _MSG = struct.Struct("<I")
 
 
+class StopRequest:
+    """An early end asked for from outside (``sdbench fio``'s first Ctrl-C): the running jobs stop as their time
+    limit would stop them and the rest do not start, so what was measured so far is reported, as fio does."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._controls: list[Control] = []
+
+    def watch(self, control: Control) -> Control:
+        """A job's stop flag, stopped with the others (at once when the end was already asked for)."""
+        self._controls.append(control)
+        if self.requested:
+            control.stop()
+        return control
+
+    def stop(self) -> None:
+        self.requested = True
+        for c in self._controls:
+            c.stop()
+
+
 @dataclass
 class Entry:
     """One job of the run, or one clone of it: where it stands in the run and what came of it."""
@@ -104,8 +125,10 @@ def _concurrent(target: Target) -> bool:
 
 def run_fio(target: Target, jobs: Sequence[JobConfig], *, scenario: str = "fio", progress: ProgressFn | None = None,
             before_verify: Callable[[], None] | None = None, identity: dict[str, Any] | None = None,
-            keep_logs: bool = False, extra_meta: dict[str, Any] | None = None) -> FioOutcome:
-    """Run the jobs (side by side unless stonewalled) and gather what they measured."""
+            keep_logs: bool = False, extra_meta: dict[str, Any] | None = None,
+            stop: StopRequest | None = None) -> FioOutcome:
+    """Run the jobs (side by side unless stonewalled) and gather what they measured; ``stop``: an early end
+    asked for from outside, after which the record says how the run ended."""
     entries = expand(jobs)
     warnings: list[str] = list(getattr(target, "warnings", []))
     concurrent = _concurrent(target)
@@ -127,10 +150,13 @@ def run_fio(target: Target, jobs: Sequence[JobConfig], *, scenario: str = "fio",
         _note_serial(entries, target, warnings)
     start_ns = time.perf_counter_ns()
     if fork:
-        _run_forked(target, entries, run_seed, progress, before_verify, keep_logs)
+        _run_forked(target, entries, run_seed, progress, before_verify, keep_logs, stop)
     else:
         for e in entries:
-            ctx = JobContext(e.clone, None, e.flow, run_seed, keep_logs)
+            if stop is not None and stop.requested:
+                break
+            ctx = JobContext(e.clone, stop.watch(Control()) if stop is not None else None, e.flow, run_seed,
+                             keep_logs)
             if e.job.startdelay_s:
                 _delay(e, target, run_seed)
             try:
@@ -143,6 +169,10 @@ def run_fio(target: Target, jobs: Sequence[JobConfig], *, scenario: str = "fio",
                 if e.job.exitall_on_error:
                     break
             e.done = True
+    if stop is not None and stop.requested:
+        left = sum(1 for e in entries if e.result is None and not e.error)
+        warnings.append("stopped early from outside (Ctrl-C): each job's figures cover the time it ran"
+                        + (f"; {left} job{'s' if left > 1 else ''} did not start" if left else ""))
     rec, groups = _record(target, entries, scenario, warnings, identity, start_ns, extra_meta)
     return FioOutcome(rec, entries, groups)
 
@@ -250,19 +280,21 @@ def _child(target: Target, e: Entry, wfd: int, run_seed: int,
         os._exit(code)
 
 
-def _run_forked(target: Target, entries: list[Entry], run_seed: int,
-                progress: ProgressFn | None, before_verify: Callable[[], None] | None, keep_logs: bool) -> None:
+def _run_forked(target: Target, entries: list[Entry], run_seed: int, progress: ProgressFn | None,
+                before_verify: Callable[[], None] | None, keep_logs: bool, stop: StopRequest | None) -> None:
     pending = list(entries)
     running: list[Entry] = []
     finished_names: dict[str, int] = {}
     total_clones: dict[str, int] = {}
     for e in entries:
         total_clones[e.job.name] = total_clones.get(e.job.name, 0) + 1
-        e.control = Control()
+        e.control = stop.watch(Control()) if stop is not None else Control()
     phase = 0
     cancel = False
     try:
         while pending or running:
+            if stop is not None and stop.requested:
+                cancel = True  # nothing more starts; the running jobs' flags are set
             # start what may start: the current phase's jobs whose wait_for has ended; those started together
             # (without a start delay) begin their I/O together, once all are set up
             if not cancel:

@@ -277,11 +277,17 @@ class UringEngine(IoEngineOps):
                 if kind == "read":
                     for off, nxt in zip(chunk, nexts):
                         t0 = now()
-                        submit(ring)
+                        try:
+                            submit(ring)
+                        except InterruptedError:
+                            _again(submit, ring)
                         if nxt >= 0:
                             prep_read(sqe, fd, read_iov, 0, nxt)
                             put_sqe(ring, sqe)
-                        wait(ring, cqe)
+                        try:
+                            wait(ring, cqe)
+                        except InterruptedError:
+                            _again(wait, ring, cqe)
                         t1 = now()
                         e = cqe[0]
                         res = e.res  # the binding raises OSError for a negative result
@@ -300,13 +306,19 @@ class UringEngine(IoEngineOps):
                             prep_write(sqe, fd, write_iov[j], 0, off)
                             put_sqe(ring, sqe)
                         t0 = now()
-                        submit(ring)
+                        try:
+                            submit(ring)
+                        except InterruptedError:
+                            _again(submit, ring)
                         if ahead and nxt >= 0:
                             j = (kk + step) % npool
                             stamp(views[j], 0, run_id, kk + step)
                             prep_write(sqe, fd, write_iov[j], 0, nxt)
                             put_sqe(ring, sqe)
-                        wait(ring, cqe)
+                        try:
+                            wait(ring, cqe)
+                        except InterruptedError:
+                            _again(wait, ring, cqe)
                         t1 = now()
                         e = cqe[0]
                         res = e.res
@@ -375,16 +387,28 @@ class UringEngine(IoEngineOps):
                         k += step
                         t_sub[s] = now()
                         if not i % batch_n:
-                            submit(ring)
+                            try:
+                                submit(ring)
+                            except InterruptedError:
+                                _again(submit, ring)
                     if stats is not None:
                         stats.count_depth(nslots - len(free), m)
             if len(free) == nslots:
                 break
             if lone:
-                submit(ring)
-                wait(ring, cqe)
+                try:
+                    submit(ring)
+                except InterruptedError:
+                    _again(submit, ring)
+                try:
+                    wait(ring, cqe)
+                except InterruptedError:
+                    _again(wait, ring, cqe)
             else:
-                submit_wait(ring, 1)
+                try:
+                    submit_wait(ring, 1)
+                except InterruptedError:
+                    _again(submit_wait, ring, 1)
             it = it_init(ring)
             t1 = now()
             got = 0
@@ -475,16 +499,28 @@ class UringEngine(IoEngineOps):
                         k += step
                         t_sub[s] = now()
                         if not i % batch_n:
-                            submit(ring)
+                            try:
+                                submit(ring)
+                            except InterruptedError:
+                                _again(submit, ring)
                     if stats is not None:
                         stats.count_depth(nslots - len(free), m)
             if len(free) == nslots:
                 break
             if lone:
-                submit(ring)
-                wait(ring, cqe)
+                try:
+                    submit(ring)
+                except InterruptedError:
+                    _again(submit, ring)
+                try:
+                    wait(ring, cqe)
+                except InterruptedError:
+                    _again(wait, ring, cqe)
             else:
-                submit_wait(ring, 1)
+                try:
+                    submit_wait(ring, 1)
+                except InterruptedError:
+                    _again(submit_wait, ring, 1)
             it = it_init(ring)
             t1 = now()
             got = 0
@@ -607,14 +643,26 @@ class UringEngine(IoEngineOps):
         def reap(wait: int) -> int:
             """Wait for ``wait`` completions, then take every one there is; returns how many."""
             if wait and lone:
-                submit(ring)
+                try:
+                    submit(ring)
+                except InterruptedError:
+                    _again(submit, ring)
                 mark()
-                wait_cqe(ring, cqe)
+                try:
+                    wait_cqe(ring, cqe)
+                except InterruptedError:
+                    _again(wait_cqe, ring, cqe)
             elif wait:
                 mark()  # the kernel takes what is prepared as the call starts
-                submit_wait(ring, wait)
+                try:
+                    submit_wait(ring, wait)
+                except InterruptedError:
+                    _again(submit_wait, ring, wait)
             else:
-                submit(ring)
+                try:
+                    submit(ring)
+                except InterruptedError:
+                    _again(submit, ring)
                 mark()
             it = it_init(ring)
             t1 = now()
@@ -704,7 +752,10 @@ class UringEngine(IoEngineOps):
                         # the kernel gives a request the submitting thread's I/O priority: what is prepared goes
                         # first, then the thread takes this I/O's priority
                         if unsub:
-                            submit(ring)
+                            try:
+                                submit(ring)
+                            except InterruptedError:
+                                _again(submit, ring)
                             mark()
                         cur_prio = prios[i]
                         set_thread_ioprio(cur_prio)
@@ -715,7 +766,10 @@ class UringEngine(IoEngineOps):
                     k += step
                     prepared += 1
                     if not prepared % batch_n:
-                        submit(ring)
+                        try:
+                            submit(ring)
+                        except InterruptedError:
+                            _again(submit, ring)
                         mark()
                 if prepared and stats is not None:
                     stats.count_submit(prepared)
@@ -751,11 +805,21 @@ class UringEngine(IoEngineOps):
         io.flush(rec)
 
 
+def _again(call: Callable[..., Any], *args: Any) -> Any:
+    """A ring call that a signal interrupted (EINTR: its handler has run, a Ctrl-C that stops the run at the
+    loop's next look at its stop flag), made again until it is not."""
+    while True:
+        try:
+            return call(*args)
+        except InterruptedError:
+            continue
+
+
 def _drain(lib: Any, ring: Any, inflight: int) -> None:
     cqe = lib.Cqe()
     for _ in range(inflight):
         # a request that fails as it is submitted stops the kernel submitting the rest of its batch: submit
         # again, or their completions never come
-        lib.io_uring_submit_and_wait(ring, 1)
-        lib.io_uring_wait_cqe(ring, cqe)
+        _again(lib.io_uring_submit_and_wait, ring, 1)
+        _again(lib.io_uring_wait_cqe, ring, cqe)
         lib.io_uring_cqe_seen(ring, cqe[0])
