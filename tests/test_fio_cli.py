@@ -357,7 +357,7 @@ def _ctrl_c_fio(tmp_path: Path, args: list[str]) -> tuple[int, str, str]:
     import sys
     import time
 
-    p = subprocess.Popen([sys.executable, "-m", "sdbench", "fio", *args, "--no-save"], cwd=tmp_path, text=True,
+    p = subprocess.Popen([sys.executable, "-m", "sdbench", "fio", *args, "--db", "runs.db"], cwd=tmp_path, text=True,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         time.sleep(1.5)
@@ -373,7 +373,7 @@ def _ctrl_c_fio(tmp_path: Path, args: list[str]) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("engine, depth", [("io_uring", 1), ("psync", 1), ("io_uring", 32)])
-def test_ctrl_c_stops_the_jobs_and_prints_what_they_measured(tmp_path, engine, depth):
+def test_ctrl_c_stops_the_jobs_and_prints_what_they_measured(tmp_path, capsys, engine, depth):
     """As fio does: the first Ctrl-C ends the running jobs and the run reports them (exit 130 all the same);
     a stonewalled job after them does not start."""
     img = image(tmp_path, 16 * MIB)
@@ -388,6 +388,10 @@ def test_ctrl_c_stops_the_jobs_and_prints_what_they_measured(tmp_path, engine, d
     assert lines[0].startswith("stopping: Ctrl-C") and lines[-1] == "interrupted"
     assert ("warning: stopped early from outside (Ctrl-C): each job's figures cover the time it ran; 1 job did "
             "not start") in lines
+    # stored as a Ctrl-C'd run is, with what it measured
+    assert main(["runs", "--db", str(tmp_path / "runs.db"), "-f", "json"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)
+    assert run["status"] == "failed: interrupted" and run["rows"] == 1
 
 
 def test_a_second_ctrl_c_stops_at_once_and_the_handler_goes_with_the_run(capfd):
@@ -398,6 +402,12 @@ def test_a_second_ctrl_c_stops_at_once_and_the_handler_goes_with_the_run(capfd):
 
     before = signal.getsignal(signal.SIGINT)
     stop = StopRequest()
+    with pytest.raises(KeyboardInterrupt):  # while the jobs are set up: an interruption, as before
+        with _first_ctrl_c_stops(stop, quiet=False):
+            os.kill(os.getpid(), signal.SIGINT)
+            pytest.fail("a Ctrl-C during set-up did not interrupt")
+    assert not stop.requested and capfd.readouterr().err == ""
+    stop.started = True
     with pytest.raises(KeyboardInterrupt):
         with _first_ctrl_c_stops(stop, quiet=False):
             os.kill(os.getpid(), signal.SIGINT)
@@ -407,3 +417,35 @@ def test_a_second_ctrl_c_stops_at_once_and_the_handler_goes_with_the_run(capfd):
     assert signal.getsignal(signal.SIGINT) is before
     assert capfd.readouterr().err == ("stopping: Ctrl-C; the jobs end and report what they measured (Ctrl-C again: "
                                       "at once)\n")
+
+
+def test_an_ignored_ctrl_c_stays_ignored():
+    import signal
+
+    from sdbench.cli.cmd_fio import _first_ctrl_c_stops
+    from sdbench.workloads.fio import StopRequest
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)   # a background job of a shell script
+    try:
+        stop = StopRequest()
+        stop.started = True
+        with _first_ctrl_c_stops(stop, quiet=True):
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+        assert not stop.requested
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_a_run_stopped_before_any_job_measured_is_an_interruption(tmp_path):
+    from sdbench.media.linux import LinuxBlockDevice
+    from sdbench.workloads import fio
+
+    dev = LinuxBlockDevice(str(image(tmp_path)), allow_write=False)
+    stop = fio.StopRequest()
+    stop.stop()
+    try:
+        with pytest.raises(KeyboardInterrupt):   # no table of nothing, no run stored as if it had run
+            fio.run_fio(dev, [fio.JobConfig(name="j", rw="randread", size_bytes=MIB)], stop=stop)
+    finally:
+        dev.close()

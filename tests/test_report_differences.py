@@ -90,7 +90,17 @@ def test_a_run_records_its_protocol_options_in_its_stack():
     ("sector_size_bytes", "4096", "sector_size_bytes=4 KiB"), ("capacity_bytes", "1500000", "capacity_bytes=1.4 MiB"),
     ("busy_us", "250.0", "busy_us=250 µs"), ("timeout_ms", "1.5", "timeout_ms=1.5 ms"),
     ("fill_pct", "70", "fill_pct=70 %"), ("policy", "lru", "policy=lru"), ("blocks", "16", "blocks=16"),
-    ("clock_hz", "fast", "clock_hz=fast"),
+    ("clock_hz", "fast", "clock_hz=fast"), ("throughput_kib_s", "512", "throughput_kib_s=512 KiB/s"),
+    ("rate_bytes_s", "250000", "rate_bytes_s=250000 B/s"), ("ops_per_s", "20", "ops_per_s=20 /s"),
 ])
 def test_a_value_is_shown_in_the_unit_its_key_names(key, value, shown):
     assert fact_text(key, value) == shown
+
+
+def test_values_a_unit_would_round_together_stay_as_they_are():
+    from sdbench.report.differences import fact_texts
+
+    diffs = [[("sd.capacity_bytes", "5000000000"), ("clock_hz", "20000000")],
+             [("sd.capacity_bytes", "5010000000"), ("clock_hz", "40000000")]]
+    assert fact_texts(diffs, {"sd.capacity_bytes": "capacity_bytes"}) == [
+        ["capacity_bytes=5000000000", "clock_hz=20 MHz"], ["capacity_bytes=5010000000", "clock_hz=40 MHz"]]

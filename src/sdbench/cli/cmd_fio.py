@@ -357,6 +357,8 @@ def register(app: typer.Typer) -> None:
 
         raise_internal(outcome)
         rec = outcome.record
+        if stop.requested:  # stored as a Ctrl-C'd run is (failed: interrupted), with what it measured
+            rec = replace(rec, status="failed", status_reason="interrupted")
         if not rec.rows and any(e.error for e in outcome.entries):
             raise SdbenchError(next(e.error for e in outcome.entries if e.error))
         reports = _reports(outcome, run)
@@ -409,11 +411,18 @@ def _first_ctrl_c_stops(stop: Any, quiet: bool) -> Iterator[None]:
     def on_ctrl_c(signum: int, frame: Any) -> None:
         if os.getpid() != owner:
             return
-        if stop.requested:
+        if stop.requested or not stop.started:  # a second Ctrl-C, or one while the jobs are being set up
             raise KeyboardInterrupt
         stop.stop()
         if not quiet:  # os.write: a signal may arrive while stderr's buffer is being written
-            os.write(2, b"stopping: Ctrl-C; the jobs end and report what they measured (Ctrl-C again: at once)\n")
+            try:
+                os.write(2, b"stopping: Ctrl-C; the jobs end and report what they measured (Ctrl-C again: "
+                            b"at once)\n")
+            except OSError:  # stderr gone (a closed pipe): the stop goes on all the same
+                pass
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # a background job of a script: Ctrl-C stays ignored
+        yield
+        return
     try:
         previous = signal.signal(signal.SIGINT, on_ctrl_c)
     except ValueError:  # not the main thread: Ctrl-C stays an interruption

@@ -88,8 +88,9 @@ def short_keys(keys: Sequence[str]) -> dict[str, str]:
     return out
 
 
-#: a key's unit suffix and the unit its values are shown in
-_SUFFIX_UNITS = {"_us": "µs", "_ns": "ns", "_ms": "ms", "_s": "s", "_pct": "%"}
+#: a key's unit suffix and the unit its values are shown in; rates before the times their names end with
+_SUFFIX_UNITS = {"_bytes_s": "B/s", "_kib_s": "KiB/s", "_mib_s": "MiB/s", "_kb_s": "kB/s", "_mb_s": "MB/s",
+                 "_per_s": "/s", "_us": "µs", "_ns": "ns", "_ms": "ms", "_s": "s", "_pct": "%"}
 
 
 def _with_unit(key: str, value: str) -> str:
@@ -103,17 +104,32 @@ def _with_unit(key: str, value: str) -> str:
         div, unit = next(((d, u) for d, u in ((1e9, "GHz"), (1e6, "MHz"), (1e3, "kHz")) if abs(v) >= d), (1, "Hz"))
         return f"{v / div:g} {unit}"
     if key.endswith("_bytes") and v >= 0:
-        return size_text(v)
+        return size_text(v) if v == int(v) else value
     unit = next((u for suffix, u in _SUFFIX_UNITS.items() if key.endswith(suffix)), None)
     return f"{v:g} {unit}" if unit else value
 
 
-def fact_text(key: str, value: str) -> str:
+def fact_text(key: str, value: str, *, unit: bool = True) -> str:
     if key == "scenario":
         return value
-    value = _with_unit(key, value)
+    if unit:
+        value = _with_unit(key, value)
     v = value if len(value) <= MAX_VALUE else value[:MAX_VALUE - 1] + "…"
     return f"{key} {v}" if key in ("seed", "source", "clock", "device") else f"{key}={v}"
+
+
+def fact_texts(diffs: Sequence[Sequence[tuple[str, str]]], keys: dict[str, str] | None = None) -> list[list[str]]:
+    """Each run's facts as :func:`fact_text` shows them (``keys``: the name to show a key by); a key whose
+    values a unit would round together (4.66 and 4.67 GiB both "4.7 GiB") keeps them as they are."""
+    keys = keys or {}
+    raw: dict[str, set[str]] = {}
+    shown: dict[str, set[str]] = {}
+    for d in diffs:
+        for k, v in d:
+            raw.setdefault(k, set()).add(v)
+            shown.setdefault(k, set()).add(_with_unit(k, v))
+    plain = {k for k in raw if len(shown[k]) < len(raw[k])}
+    return [[fact_text(keys.get(k, k), v, unit=k not in plain) for k, v in d] for d in diffs]
 
 
 def run_labels(names: Sequence[str], records: Sequence[RunRecord]) -> list[str]:
@@ -121,9 +137,10 @@ def run_labels(names: Sequence[str], records: Sequence[RunRecord]) -> list[str]:
     :data:`MAX_FACTS` facts."""
     diffs = differences(records)
     short = short_keys(list(dict.fromkeys(k for d in diffs for k, _ in d if k != "scenario")))
+    texts = fact_texts(diffs, short)
     out = []
-    for name, d in zip(names, diffs):
-        shown = [fact_text(short.get(k, k), v) for k, v in d[:MAX_FACTS]]
+    for name, d, t in zip(names, diffs, texts):
+        shown = t[:MAX_FACTS]
         more = f" +{len(d) - MAX_FACTS} more" if len(d) > MAX_FACTS else ""
         out.append(f"{name} {', '.join(shown)}{more}" if shown else name)
     return out

@@ -19,7 +19,7 @@ from ..output_files import write_atomically
 from ..records import RunRecord
 from ..store import StoredRun
 from . import plots
-from .differences import differences, fact_text
+from .differences import differences, fact_texts
 from .tables import (WIDE_RUNS, card_table_long, card_table_view, comparison_table, comparison_table_long,
                      rows_table, run_summary, stack_diff_table, stack_tree)
 
@@ -46,7 +46,7 @@ class Report:
     @cached_property
     def differs(self) -> list[str]:
         """Per run, everything that tells it from the others, as text ("" for nothing)."""
-        return [", ".join(fact_text(k, v) for k, v in d) for d in differences([r.record for r in self.runs])]
+        return [", ".join(t) for t in fact_texts(differences([r.record for r in self.runs]))]
 
 
 @dataclass(frozen=True)

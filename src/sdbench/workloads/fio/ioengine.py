@@ -357,7 +357,6 @@ class PsyncEngine(IoEngineOps):
         k, off = io.first, 0
         try:
             while k < total and not errors:
-                end = dl[0]
                 i = k % n
                 m = min(CHUNK, -(-(n - i) // step), -(-(total - k) // step))
                 chunk = offs[i:i + m * step:step]
@@ -370,7 +369,7 @@ class PsyncEngine(IoEngineOps):
                             raise BlockDeviceError(f"short read at byte {off} ({got} of {bs} B)")
                         put(t0)
                         put(t1)
-                        if t1 >= end:
+                        if t1 >= dl[0]:  # read each time: a stop sets it to 0 (a slow card's chunk takes seconds)
                             return
                 else:
                     for kk, off in zip(range(k, k + m * step, step), chunk):
@@ -383,7 +382,7 @@ class PsyncEngine(IoEngineOps):
                             raise BlockDeviceError(f"short write at byte {off} ({got} of {bs} B)")
                         put(t0)
                         put(t1)
-                        if t1 >= end:
+                        if t1 >= dl[0]:
                             return
                 k += m * step
                 if len(w.stamps) >= 2 * FLUSH_EVERY:

@@ -52,6 +52,8 @@ class StopRequest:
 
     def __init__(self) -> None:
         self.requested = False
+        #: the jobs have begun (set-up and checks are over): before that an early end is a plain interruption
+        self.started = False
         self._controls: list[Control] = []
 
     def watch(self, control: Control) -> Control:
@@ -149,6 +151,8 @@ def run_fio(target: Target, jobs: Sequence[JobConfig], *, scenario: str = "fio",
     if not concurrent:
         _note_serial(entries, target, warnings)
     start_ns = time.perf_counter_ns()
+    if stop is not None:
+        stop.started = True
     if fork:
         _run_forked(target, entries, run_seed, progress, before_verify, keep_logs, stop)
     else:
@@ -170,6 +174,8 @@ def run_fio(target: Target, jobs: Sequence[JobConfig], *, scenario: str = "fio",
                     break
             e.done = True
     if stop is not None and stop.requested:
+        if not any(e.result for e in entries):
+            raise KeyboardInterrupt  # stopped before any job measured anything: nothing to report
         left = sum(1 for e in entries if e.result is None and not e.error)
         warnings.append("stopped early from outside (Ctrl-C): each job's figures cover the time it ran"
                         + (f"; {left} job{'s' if left > 1 else ''} did not start" if left else ""))

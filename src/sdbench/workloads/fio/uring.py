@@ -236,9 +236,10 @@ class UringEngine(IoEngineOps):
     # next one is prepared in between, so that the wake-up goes straight on to the next submission (4 KiB random
     # reads on a RAM-backed loop device: 0.96x of fio's io_uring against 0.89x preparing after the wake-up); a
     # write whose buffer is the one in flight (one buffer: 1 MiB blocks) is prepared after it instead.  Like
-    # psync's lone loop it takes the plan CHUNK offsets at a time, keeps the two clock readings of each I/O as
-    # they are, and reports progress and looks at the stop flag between chunks; reads and writes have a loop
-    # each, alike on purpose.
+    # psync's lone loop it takes the plan CHUNK offsets at a time and keeps the two clock readings of each I/O as
+    # they are; one comparison per I/O (with the earlier of the deadline and the next report) finds when to
+    # report progress and look at the stop flag, so a slow card reports as often as a fast one.  Reads and
+    # writes have a loop each, alike on purpose.
     @staticmethod
     def _lone(lib: Any, ring: Any, fixed: bool, io: LoopIO, w: Slot, kind: str, views: list[memoryview],
               read_iov: Any, write_iov: list[Any], tick: Tick | None) -> None:
@@ -255,6 +256,23 @@ class UringEngine(IoEngineOps):
         report_at = now() + every
         w.stamps = array.array("q")
         put = w.stamps.append
+
+        def again_or_fail(what: str, off: int, res: int, buf: memoryview) -> None:
+            """An I/O that did not move ``bs`` bytes: done again, synchronously, when io_uring cancelled it
+            (ECANCELED: it could not start a worker thread for it while a signal was pending); else the job's
+            error."""
+            if res == -errno.ECANCELED:
+                try:
+                    res = (os.preadv if what == "read" else os.pwritev)(fd, [buf[:bs]], off)
+                except OSError as x:
+                    res = -(x.errno or errno.EIO)
+            if res == bs:
+                return
+            if res < 0:
+                raise BlockDeviceError(f"job {io.job.name}: I/O at byte {off - io.base} failed: "
+                                       f"{os.strerror(-res)}")
+            raise BlockDeviceError(f"short {what} at byte {off - io.base} ({res} of {bs} B)")
+
         k, off, res = io.first, 0, bs
         # the next write's buffer is not the one in flight, so it may be stamped meanwhile
         ahead = npool > 1 and step % npool != 0
@@ -269,6 +287,7 @@ class UringEngine(IoEngineOps):
         try:
             while k < total:
                 end = dl[0]
+                limit = min(end, report_at)
                 i = k % n
                 m = min(CHUNK, -(-(n - i) // step), -(-(total - k) // step))
                 chunk = offs[i:i + m * step:step]
@@ -290,18 +309,29 @@ class UringEngine(IoEngineOps):
                             _again(wait, ring, cqe)
                         t1 = now()
                         e = cqe[0]
-                        res = e.res  # the binding raises OSError for a negative result
+                        try:
+                            res = e.res
+                        except OSError as x:  # the binding raises for a negative result
+                            res = -(x.errno or errno.EIO)
                         seen(ring, e)
                         if res != bs:
-                            raise BlockDeviceError(f"short read at byte {off - io.base} ({res} of {bs} B)")
+                            again_or_fail("read", off, res, views[npool])
+                            t1 = now()
                         put(t0)
                         put(t1)
-                        if t1 >= end:
-                            return
+                        if t1 >= limit:
+                            if t1 >= end:
+                                return
+                            report_at = t1 + every
+                            limit = min(end, report_at)
+                            if io.control is not None and io.control.stopped:
+                                return
+                            if tick is not None:
+                                tick(w.done())
                 else:
                     for kk, off, nxt in zip(range(k, after, step), chunk, nexts):
+                        j = kk % npool
                         if not ahead:
-                            j = kk % npool
                             stamp(views[j], 0, run_id, kk)
                             prep_write(sqe, fd, write_iov[j], 0, off)
                             put_sqe(ring, sqe)
@@ -311,9 +341,9 @@ class UringEngine(IoEngineOps):
                         except InterruptedError:
                             _again(submit, ring)
                         if ahead and nxt >= 0:
-                            j = (kk + step) % npool
-                            stamp(views[j], 0, run_id, kk + step)
-                            prep_write(sqe, fd, write_iov[j], 0, nxt)
+                            j2 = (kk + step) % npool
+                            stamp(views[j2], 0, run_id, kk + step)
+                            prep_write(sqe, fd, write_iov[j2], 0, nxt)
                             put_sqe(ring, sqe)
                         try:
                             wait(ring, cqe)
@@ -321,25 +351,30 @@ class UringEngine(IoEngineOps):
                             _again(wait, ring, cqe)
                         t1 = now()
                         e = cqe[0]
-                        res = e.res
+                        try:
+                            res = e.res
+                        except OSError as x:
+                            res = -(x.errno or errno.EIO)
                         seen(ring, e)
                         if res != bs:
-                            raise BlockDeviceError(f"short write at byte {off - io.base} ({res} of {bs} B)")
+                            again_or_fail("write", off, res, views[j])
+                            t1 = now()
                         put(t0)
                         put(t1)
-                        if t1 >= end:
-                            return
-                k += m * step
+                        if t1 >= limit:
+                            if t1 >= end:
+                                return
+                            report_at = t1 + every
+                            limit = min(end, report_at)
+                            if io.control is not None and io.control.stopped:
+                                return
+                            if tick is not None:
+                                tick(w.done())
+                k = after
                 if len(w.stamps) >= 2 * FLUSH_EVERY:
                     w.settle(kind)
                     io.flush(w)
                     put = w.stamps.append
-                if t1 >= report_at:
-                    report_at = t1 + every
-                    if io.control is not None and io.control.stopped:
-                        return
-                    if tick is not None:
-                        tick(w.done())
         except OSError as x:
             raise BlockDeviceError(f"job {io.job.name}: I/O at byte {off - io.base} failed: "
                                    f"{os.strerror(x.errno or errno.EIO)}") from None
@@ -354,10 +389,8 @@ class UringEngine(IoEngineOps):
         k, step, total, dl = io.first, io.step, io.total, io.deadline
         nslots = len(slots)
         batch_n = io.job.iodepth_batch_submit or SUBMIT_BATCH
-        put, submit, submit_wait, wait = lib.put_sqe, lib.io_uring_submit, lib.io_uring_submit_and_wait, \
-            lib.io_uring_wait_cqe
-        lone = nslots <= SPLIT_WAIT_MAX_SLOTS
-        prep, _ = _preps(lib, fixed)
+        put, submit, submit_wait = lib.put_sqe, lib.io_uring_submit, lib.io_uring_submit_and_wait
+        prep, _ = _preps(lib, fixed)  # (depth 1 runs on _lone)
         sqes = _slot_sqes(lib, nslots)
         it_init, it_next, advance = lib.io_uring_cqe_iter_init, lib.io_uring_cqe_iter_next, lib.io_uring_cq_advance
         now = time.perf_counter_ns
@@ -395,20 +428,10 @@ class UringEngine(IoEngineOps):
                         stats.count_depth(nslots - len(free), m)
             if len(free) == nslots:
                 break
-            if lone:
-                try:
-                    submit(ring)
-                except InterruptedError:
-                    _again(submit, ring)
-                try:
-                    wait(ring, cqe)
-                except InterruptedError:
-                    _again(wait, ring, cqe)
-            else:
-                try:
-                    submit_wait(ring, 1)
-                except InterruptedError:
-                    _again(submit_wait, ring, 1)
+            try:
+                submit_wait(ring, 1)
+            except InterruptedError:
+                _again(submit_wait, ring, 1)
             it = it_init(ring)
             t1 = now()
             got = 0
@@ -454,8 +477,7 @@ class UringEngine(IoEngineOps):
         batch_n = job.iodepth_batch_submit or SUBMIT_BATCH
         crcs = [s.crcs for s in slots]
         verify = crcs[0] is not None
-        put, submit, submit_wait, wait = lib.put_sqe, lib.io_uring_submit, lib.io_uring_submit_and_wait, \
-            lib.io_uring_wait_cqe
+        put, submit, submit_wait = lib.put_sqe, lib.io_uring_submit, lib.io_uring_submit_and_wait
         lone = nslots <= SPLIT_WAIT_MAX_SLOTS
         prep_read, prep_write = _preps(lib, fixed)
         sqes = _slot_sqes(lib, nslots)
@@ -508,14 +530,7 @@ class UringEngine(IoEngineOps):
             if len(free) == nslots:
                 break
             if lone:
-                try:
-                    submit(ring)
-                except InterruptedError:
-                    _again(submit, ring)
-                try:
-                    wait(ring, cqe)
-                except InterruptedError:
-                    _again(wait, ring, cqe)
+                _submit_then_wait(lib, ring, cqe)
             else:
                 try:
                     submit_wait(ring, 1)
@@ -581,8 +596,7 @@ class UringEngine(IoEngineOps):
         stats = io.stats
         crcs = [s.crcs for s in slots]
         readv, writev = lib.io_uring_prep_readv, lib.io_uring_prep_writev
-        put, submit, submit_wait, wait_cqe = lib.put_sqe, lib.io_uring_submit, lib.io_uring_submit_and_wait, \
-            lib.io_uring_wait_cqe
+        put, submit, submit_wait = lib.put_sqe, lib.io_uring_submit, lib.io_uring_submit_and_wait
         lone = nslots <= SPLIT_WAIT_MAX_SLOTS
         sqes = _slot_sqes(lib, nslots)
         it_init, it_next, advance = lib.io_uring_cqe_iter_init, lib.io_uring_cqe_iter_next, lib.io_uring_cq_advance
@@ -643,15 +657,7 @@ class UringEngine(IoEngineOps):
         def reap(wait: int) -> int:
             """Wait for ``wait`` completions, then take every one there is; returns how many."""
             if wait and lone:
-                try:
-                    submit(ring)
-                except InterruptedError:
-                    _again(submit, ring)
-                mark()
-                try:
-                    wait_cqe(ring, cqe)
-                except InterruptedError:
-                    _again(wait_cqe, ring, cqe)
+                _submit_then_wait(lib, ring, cqe, mark)
             elif wait:
                 mark()  # the kernel takes what is prepared as the call starts
                 try:
@@ -803,6 +809,15 @@ class UringEngine(IoEngineOps):
                 if tick is not None:
                     tick(rec.done())
         io.flush(rec)
+
+
+def _submit_then_wait(lib: Any, ring: Any, cqe: Any, submitted: Callable[[], None] | None = None) -> None:
+    """What is queued submitted, then a completion waited for in a second call (SPLIT_WAIT_MAX_SLOTS);
+    ``submitted`` is called in between."""
+    _again(lib.io_uring_submit, ring)
+    if submitted is not None:
+        submitted()
+    _again(lib.io_uring_wait_cqe, ring, cqe)
 
 
 def _again(call: Callable[..., Any], *args: Any) -> Any:
