@@ -7,9 +7,9 @@ mounted directory) -- sequentially or in a random permutation, with
 ``iodepth`` I/Os in flight, kept there by the job's ``ioengine``: io_uring
 rings (one per CPU for deep queues) or psync's threads, each doing
 synchronous ``preadv``/``pwritev`` (the syscalls release the GIL, so the
-device sees that many concurrent requests).  ``auto`` takes io_uring from
-iodepth 8 and falls back to psync, with a warning, where io_uring is
-unavailable.  The hot loops use preallocated page-aligned buffers: no
+device sees that many concurrent requests).  ``auto`` takes io_uring at
+iodepth 1 and from 8, psync's threads between, and falls back to psync, with a
+warning, where io_uring is unavailable.  The hot loops use preallocated page-aligned buffers: no
 allocation per I/O.
 
 Any other :class:`~sdbench.media.base.BlockDevice` -- a simulated SD card on a
