@@ -311,10 +311,11 @@ def test_io_uring_on_a_loop_device(loopdev):
 
 
 @needs_uring
-def test_depth_1_on_a_ring_survives_a_storm_of_signals(tmp_path):
+@pytest.mark.parametrize("iodepth", [1, 8])
+def test_a_ring_survives_a_storm_of_signals(tmp_path, iodepth):
     """A signal pending while io_uring starts a worker thread for an I/O cancels that I/O (ECANCELED): under a
-    timer firing every 50 µs, depth-1 writes to an image file failed ("Operation canceled") in about half the
-    runs.  Such an I/O is done again; every block is written once, with its own number."""
+    signal every 50 µs, writes to an image file failed ("Operation canceled") in about half the runs, at depth 1
+    and 8.  Such an I/O is done again; every block is written once, with its own number."""
     import signal
 
     dev = image(tmp_path)
@@ -323,7 +324,7 @@ def test_depth_1_on_a_ring_survives_a_storm_of_signals(tmp_path):
     try:
         for bs in (4096, MIB, 4096, MIB, 4096):  # several buffers (the next stamped ahead), and one
             res = fio.run_job(dev, fio.JobConfig(name="s", rw="randwrite", bs_bytes=bs, size_bytes=2 * MIB,
-                                                 ioengine="io_uring", loops=2))
+                                                 ioengine="io_uring", iodepth=iodepth, loops=2))
             assert res.ioengine == "io_uring" and sum(lp.ops["write"] for lp in res.loops) == 2 * (2 * MIB // bs)
             assert res.stats.dirs["write"].lat.n == 2 * (2 * MIB // bs)
     finally:

@@ -444,6 +444,10 @@ class UringEngine(IoEngineOps):
                     res = -(x.errno or errno.EIO)
                 got += 1
                 if res != bs:
+                    if res == -errno.ECANCELED:  # cancelled as a signal came (see _lone): queued again
+                        put(ring, sqes[s])
+                        t_sub[s] = now()
+                        continue
                     advance(ring, got)
                     raise self._failed(lib, ring, io, offs[k_sub[s] % n] - io.base, "read", res,
                                        nslots - len(free) - 1)
@@ -549,6 +553,10 @@ class UringEngine(IoEngineOps):
                 got += 1
                 kk = k_sub[s]
                 if res != bs:
+                    if res == -errno.ECANCELED:  # cancelled as a signal came (see _lone): queued again, its
+                        put(ring, sqes[s])      # buffer as it was
+                        t_sub[s] = now()
+                        continue
                     advance(ring, got)
                     raise self._failed(lib, ring, io, offs[kk % n] - base, "read" if kinds[kk % nk] else "write",
                                        res, nslots - len(free) - 1)
