@@ -5,6 +5,7 @@ DirTarget or any other BlockDevice (a simulated card on its virtual clock too).
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -97,12 +98,13 @@ def _prefill(target: Target, size_bytes: int, offset_bytes: int, progress: Progr
         run_job(target, job, progress=progress)
 
 
-def part_progress(progress: ProgressFn | None, part: int, parts: int) -> ProgressFn | None:
+def part_progress(progress: ProgressFn | None, part: int, parts: int, label: str = "") -> ProgressFn | None:
     """Progress of part ``part`` (from 0) of ``parts`` equal parts of a preset, as the fraction of the whole: the
-    fraction shown never goes back when the next job or loop starts."""
+    fraction shown never goes back when the next job or loop starts.  ``label``: what the part is called (else
+    what the job says)."""
     if progress is None:
         return None
-    return lambda label, frac: progress(label, (part + max(0.0, min(1.0, frac))) / parts)
+    return lambda said, frac: progress(label or said, (part + max(0.0, min(1.0, frac))) / parts)
 
 
 def run_loops(target: Target, job: JobConfig, progress: ProgressFn | None = None) -> JobResult:
@@ -185,10 +187,9 @@ def run_cdm(target: Target, *, size_bytes: int = 1024 * MIB, loops: int = 5, run
     # the mix reads too: it needs written data as much as the read tests do
     prefill = writable and (cfg.mode != "write" or cfg.mix)
     parts = int(prefill) + len(kinds) * len(tests) + len(mixed)  # the prefill weighs as much as a test
-    done = [0]
+    next_part = itertools.count().__next__
     if prefill:
-        _prefill(target, size_bytes, offset_bytes, part_progress(progress, 0, parts), name)
-        done[0] += 1
+        _prefill(target, size_bytes, offset_bytes, part_progress(progress, next_part(), parts), name)
     rows, meta_rows, warnings = [], {}, list(getattr(target, "warnings", []))
 
     def job_of(test: CdmTest, rw: str) -> JobConfig:
@@ -202,9 +203,7 @@ def run_cdm(target: Target, *, size_bytes: int = 1024 * MIB, loops: int = 5, run
                          loops=loops, rwmixread=cfg.mix_read_pct)
 
     def run(job: JobConfig, label: str) -> JobResult:
-        whole = part_progress(progress, done[0], parts)
-        res = run_loops(target, job, progress=(lambda w, f: whole(label, f)) if whole is not None else None)
-        done[0] += 1
+        res = run_loops(target, job, progress=part_progress(progress, next_part(), parts, label))
         warnings.extend(w for w in res.warnings if w not in warnings)
         return res
 
@@ -265,8 +264,7 @@ def run_a1(target: Target, *, size_bytes: int = 64 * MIB, runtime_s: float = 10.
     rows, meta_rows, warnings = [], {}, list(getattr(target, "warnings", []))
     labels = ["prepare-file", "seq-write", "rand-4k-write", "rand-4k-read"]
     for i, (label, job) in enumerate(zip(labels, jobs)):
-        whole = part_progress(progress, i, len(jobs))
-        res = run_job(target, job, progress=(lambda w, f, lab=label: whole(lab, f)) if whole is not None else None)
+        res = run_job(target, job, progress=part_progress(progress, i, len(jobs), label))
         unit = "MB/s" if label in ("prepare-file", "seq-write") else "IOPS"
         r, m = job_rows(res, label=label, unit=unit)
         rows += r

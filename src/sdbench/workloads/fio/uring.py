@@ -111,15 +111,17 @@ def open_ring(lib: Any, entries: int, extra: int = 0) -> Any:
              lib.IORING_SETUP_SINGLE_ISSUER | lib.IORING_SETUP_COOP_TASKRUN, 0]
     if extra & lib.IORING_SETUP_SQPOLL:
         tries = [0]  # the kernel's polling thread submits: no single issuer
-    for i, flags in enumerate(tries):
+    def init(flags: int) -> Any:
         ring = lib.Ring()
+        lib.io_uring_queue_init(entries, ring, flags | extra)
+        return ring
+    for flags in tries[:-1]:
         try:
-            lib.io_uring_queue_init(entries, ring, flags | extra)
-            return ring
+            return init(flags)
         except OSError as e:
-            if e.errno != errno.EINVAL or i == len(tries) - 1:
+            if e.errno != errno.EINVAL:
                 raise
-    raise AssertionError("unreachable")
+    return init(tries[-1])
 
 
 def _preps(lib: Any, fixed: bool) -> tuple[Callable[..., None], Callable[..., None]]:
@@ -257,6 +259,19 @@ class UringEngine(IoEngineOps):
         w.stamps = array.array("q")
         put = w.stamps.append
 
+        def checkpoint(t1: int, end: int) -> int:
+            """At the deadline or a report's time (rare: not in the per-I/O path): 0 to stop (the deadline, or a
+            stop from outside), else the next time to come back."""
+            nonlocal report_at
+            if t1 >= end:
+                return 0
+            report_at = t1 + every
+            if io.control is not None and io.control.stopped:
+                return 0
+            if tick is not None:
+                tick(w.done())
+            return min(end, report_at)
+
         def again_or_fail(what: str, off: int, res: int, buf: memoryview) -> None:
             """An I/O that did not move ``bs`` bytes: done again, synchronously, when io_uring cancelled it
             (ECANCELED: it could not start a worker thread for it while a signal was pending); else the job's
@@ -320,14 +335,9 @@ class UringEngine(IoEngineOps):
                         put(t0)
                         put(t1)
                         if t1 >= limit:
-                            if t1 >= end:
+                            limit = checkpoint(t1, end)
+                            if not limit:
                                 return
-                            report_at = t1 + every
-                            limit = min(end, report_at)
-                            if io.control is not None and io.control.stopped:
-                                return
-                            if tick is not None:
-                                tick(w.done())
                 else:
                     for kk, off, nxt in zip(range(k, after, step), chunk, nexts):
                         j = kk % npool
@@ -362,14 +372,9 @@ class UringEngine(IoEngineOps):
                         put(t0)
                         put(t1)
                         if t1 >= limit:
-                            if t1 >= end:
+                            limit = checkpoint(t1, end)
+                            if not limit:
                                 return
-                            report_at = t1 + every
-                            limit = min(end, report_at)
-                            if io.control is not None and io.control.stopped:
-                                return
-                            if tick is not None:
-                                tick(w.done())
                 k = after
                 if len(w.stamps) >= 2 * FLUSH_EVERY:
                     w.settle(kind)
@@ -668,15 +673,9 @@ class UringEngine(IoEngineOps):
                 _submit_then_wait(lib, ring, cqe, mark)
             elif wait:
                 mark()  # the kernel takes what is prepared as the call starts
-                try:
-                    submit_wait(ring, wait)
-                except InterruptedError:
-                    _again(submit_wait, ring, wait)
+                _again(submit_wait, ring, wait)
             else:
-                try:
-                    submit(ring)
-                except InterruptedError:
-                    _again(submit, ring)
+                _again(submit, ring)
                 mark()
             it = it_init(ring)
             t1 = now()
@@ -766,10 +765,7 @@ class UringEngine(IoEngineOps):
                         # the kernel gives a request the submitting thread's I/O priority: what is prepared goes
                         # first, then the thread takes this I/O's priority
                         if unsub:
-                            try:
-                                submit(ring)
-                            except InterruptedError:
-                                _again(submit, ring)
+                            _again(submit, ring)
                             mark()
                         cur_prio = prios[i]
                         set_thread_ioprio(cur_prio)
@@ -780,10 +776,7 @@ class UringEngine(IoEngineOps):
                     k += step
                     prepared += 1
                     if not prepared % batch_n:
-                        try:
-                            submit(ring)
-                        except InterruptedError:
-                            _again(submit, ring)
+                        _again(submit, ring)
                         mark()
                 if prepared and stats is not None:
                     stats.count_submit(prepared)
@@ -829,8 +822,9 @@ def _submit_then_wait(lib: Any, ring: Any, cqe: Any, submitted: Callable[[], Non
 
 
 def _again(call: Callable[..., Any], *args: Any) -> Any:
-    """A ring call that a signal interrupted (EINTR: its handler has run, a Ctrl-C that stops the run at the
-    loop's next look at its stop flag), made again until it is not."""
+    """``call(*args)``, made again while a signal interrupts it (EINTR: its handler has run, a Ctrl-C that stops
+    the run at the loop's next look at its stop flag).  The hot loops call the ring themselves and come here
+    after an interruption; the others call through it."""
     while True:
         try:
             return call(*args)
